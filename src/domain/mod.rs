@@ -1,0 +1,37 @@
+//! The run domain: pure types and rules that mirror the reference `run` package.
+//!
+//! Nothing here knows about gRPC, protobuf or storage; conversions live at the edges
+//! (`grpc::convert`, `store`).
+
+mod decision;
+mod modes;
+mod run;
+mod stall;
+mod status;
+mod toolcall;
+
+pub use decision::{Decision, UnknownDecision};
+pub use modes::{DeliverMode, ExecMode};
+pub use run::{Run, StartRequest, TransitionError, ValidationError};
+pub use stall::{StallTracker, DEFAULT_STALL_THRESHOLD};
+pub use status::Status;
+pub use toolcall::{ToolCallRequest, ToolCallResponse, ToolCallResult};
+
+/// A text value that is not one of a field's known values.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: unknown value {value:?}")]
+pub struct UnknownValue {
+    /// The field whose value was refused.
+    pub field: &'static str,
+    /// The refused text.
+    pub value: String,
+}
+
+impl UnknownValue {
+    pub(crate) fn new(field: &'static str, value: &str) -> UnknownValue {
+        UnknownValue {
+            field,
+            value: value.to_string(),
+        }
+    }
+}

@@ -1,0 +1,81 @@
+//! A tool call: the worker's question, runplane's answer, and what the tool then did.
+
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+use super::Decision;
+
+/// A worker asking whether it may use a tool.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolCallRequest {
+    /// The run the call belongs to.
+    pub run_id: String,
+    /// Worker-chosen id, unique within the run; a repeat gets the same decision.
+    pub call_id: String,
+    /// Tool name as the agent knows it (`Bash`, `Edit`, `Read`, …).
+    pub tool: String,
+    /// The shell command, for Bash.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub command: String,
+    /// The file or directory the tool acts on.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub path: String,
+}
+
+/// runplane's answer to a `ToolCallRequest`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolCallResponse {
+    /// The run the call belongs to.
+    pub run_id: String,
+    /// The call being answered.
+    pub call_id: String,
+    /// Allow, deny or ask.
+    pub decision: Decision,
+    /// Why; empty when the decision speaks for itself.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub reason: String,
+}
+
+/// What happened when an allowed tool ran.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ToolCallResult {
+    /// The run the call belongs to.
+    pub run_id: String,
+    /// The allowed call this is the result of.
+    pub call_id: String,
+    /// Whether the tool succeeded; a failed step is never progress.
+    pub success: bool,
+    /// The tool's output; its hash feeds the stall tracker.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub output: String,
+    /// The tool's error text.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub error: String,
+    /// What the step cost in US dollars; zero when unknown.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cost_usd: f64,
+    /// How long the tool ran, as integer nanoseconds like the seed's `time.Duration`.
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "nanos")]
+    pub duration: Option<Duration>,
+}
+
+fn is_zero(value: &f64) -> bool {
+    *value == 0.0
+}
+
+/// `time.Duration` encodes as a plain count of nanoseconds; keep that wire shape.
+mod nanos {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use std::time::Duration;
+
+    pub fn serialize<S: Serializer>(value: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+        match value {
+            Some(d) => s.serialize_u64(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+        Ok(Option::<u64>::deserialize(d)?.map(Duration::from_nanos))
+    }
+}

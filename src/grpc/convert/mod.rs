@@ -1,0 +1,126 @@
+//! proto ↔ domain conversions, all in one place.
+//!
+//! Domain types never see protobuf. Every proto value that reaches the domain passes through
+//! a `TryFrom` here, and a bad value becomes a `ConvertError` that names the field, which the
+//! services turn into `INVALID_ARGUMENT`.
+
+mod run;
+
+use chrono::{DateTime, Utc};
+
+/// A proto value the domain cannot take. The message starts with the field's name.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ConvertError {
+    /// A required field is empty or absent.
+    #[error("{field}: required")]
+    Required {
+        /// The field, as named in the proto.
+        field: &'static str,
+    },
+    /// An enum number the proto does not define, or UNSPECIFIED where a value is required.
+    #[error("{field}: invalid enum value {value}")]
+    InvalidEnum {
+        /// The field, as named in the proto.
+        field: &'static str,
+        /// The number received.
+        value: i32,
+    },
+    /// Any other value out of range (negative count, non-finite cost, bad timestamp…).
+    #[error("{field}: {problem}")]
+    OutOfRange {
+        /// The field, as named in the proto.
+        field: &'static str,
+        /// What is wrong with it.
+        problem: String,
+    },
+}
+
+impl ConvertError {
+    /// The field the error is about.
+    pub fn field(&self) -> &'static str {
+        match self {
+            ConvertError::Required { field }
+            | ConvertError::InvalidEnum { field, .. }
+            | ConvertError::OutOfRange { field, .. } => field,
+        }
+    }
+}
+
+impl From<ConvertError> for tonic::Status {
+    fn from(err: ConvertError) -> tonic::Status {
+        tonic::Status::invalid_argument(err.to_string())
+    }
+}
+
+/// Refuses an empty string where the proto field is required.
+pub(crate) fn required(field: &'static str, value: String) -> Result<String, ConvertError> {
+    if value.is_empty() {
+        Err(ConvertError::Required { field })
+    } else {
+        Ok(value)
+    }
+}
+
+/// Refuses a negative, NaN or infinite amount.
+pub(crate) fn non_negative_finite(field: &'static str, value: f64) -> Result<f64, ConvertError> {
+    if value.is_finite() && value >= 0.0 {
+        Ok(value)
+    } else {
+        Err(ConvertError::OutOfRange {
+            field,
+            problem: format!("must be a finite number >= 0, got {value}"),
+        })
+    }
+}
+
+/// Refuses a negative count.
+pub(crate) fn non_negative<T>(field: &'static str, value: T) -> Result<T, ConvertError>
+where
+    T: PartialOrd + Default + std::fmt::Display,
+{
+    if value >= T::default() {
+        Ok(value)
+    } else {
+        Err(ConvertError::OutOfRange {
+            field,
+            problem: format!("must be >= 0, got {value}"),
+        })
+    }
+}
+
+/// A domain time as a protobuf `Timestamp`.
+pub fn timestamp(at: DateTime<Utc>) -> prost_types::Timestamp {
+    prost_types::Timestamp {
+        seconds: at.timestamp(),
+        // Always in 0..2e9, so the cast cannot truncate.
+        nanos: at.timestamp_subsec_nanos() as i32,
+    }
+}
+
+/// A protobuf `Timestamp` as a domain time; refuses nanos outside `0..1e9` and times chrono
+/// cannot represent.
+pub fn from_timestamp(
+    field: &'static str,
+    ts: prost_types::Timestamp,
+) -> Result<DateTime<Utc>, ConvertError> {
+    u32::try_from(ts.nanos)
+        .ok()
+        .filter(|nanos| *nanos < 1_000_000_000)
+        .and_then(|nanos| DateTime::from_timestamp(ts.seconds, nanos))
+        .ok_or_else(|| ConvertError::OutOfRange {
+            field,
+            problem: format!("invalid timestamp {}s {}ns", ts.seconds, ts.nanos),
+        })
+}
+
+/// A required `Timestamp` message field.
+pub(crate) fn required_timestamp(
+    field: &'static str,
+    ts: Option<prost_types::Timestamp>,
+) -> Result<DateTime<Utc>, ConvertError> {
+    from_timestamp(field, ts.ok_or(ConvertError::Required { field })?)
+}
+
+pub use run::{
+    decision_from_proto, deliver_mode_from_proto, exec_mode_from_proto, status_from_proto,
+};

@@ -1,0 +1,7 @@
+//! runplane: the control plane for AI coding-agent runs.
+#![forbid(unsafe_code)]
+
+pub mod cli;
+pub mod domain;
+pub mod grpc;
+pub mod policy;

@@ -1,0 +1,1 @@
+//! Policy profiles and their evaluation.
