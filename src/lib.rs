@@ -2,6 +2,9 @@
 #![forbid(unsafe_code)]
 
 pub mod cli;
+pub mod coordinator;
 pub mod domain;
 pub mod grpc;
 pub mod policy;
+pub mod server;
+pub mod store;

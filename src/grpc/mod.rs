@@ -1,6 +1,15 @@
-//! The gRPC edge: generated protobuf types and the conversions to and from the domain.
+//! The gRPC edge: generated protobuf types, the thin services, and the conversions to and
+//! from the domain.
 
 pub mod convert;
+mod policy_service;
+mod run_service;
+mod status;
+mod worker_service;
+
+pub use policy_service::PolicyApi;
+pub use run_service::RunApi;
+pub use worker_service::{SessionStream, WorkerApi};
 
 /// Types and service stubs generated from `proto/runplane/v1`.
 #[allow(missing_docs, clippy::all)]

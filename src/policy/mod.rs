@@ -1,1 +1,29 @@
 //! Policy profiles and their evaluation.
+//!
+//! A profile (see `profile`) is what an operator writes; `CompiledProfile` is what the
+//! server evaluates calls with; `ProfileRegistry` holds the built-in presets and the
+//! profiles of a policy directory. docs/POLICY.md describes the rules for users.
+
+mod commands;
+mod compile;
+mod error;
+mod eval;
+mod load;
+mod path;
+mod presets;
+mod profile;
+mod render;
+mod shell;
+mod words;
+
+pub use compile::CompiledProfile;
+pub use error::{LoadError, PolicyError};
+pub use eval::{ToolCall, Verdict};
+pub use load::{parse_profile, ParseError, ProfileFormat, ProfileRegistry, ProfileSource};
+pub use path::{locate, normalize_path, WorkspacePath};
+pub use presets::{presets, DEFAULT_PROFILE};
+pub use profile::{
+    PermissionRule, PolicyMode, PolicyProfile, QualityGate, TerminationCondition, ToolSpecifier,
+    UnknownMode, DEFAULT_ASK_TIMEOUT_SECONDS,
+};
+pub use render::profile_to_toml;

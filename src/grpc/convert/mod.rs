@@ -4,7 +4,9 @@
 //! a `TryFrom` here, and a bad value becomes a `ConvertError` that names the field, which the
 //! services turn into `INVALID_ARGUMENT`.
 
+mod policy;
 mod run;
+mod session;
 
 use chrono::{DateTime, Utc};
 
@@ -121,6 +123,8 @@ pub(crate) fn required_timestamp(
     from_timestamp(field, ts.ok_or(ConvertError::Required { field })?)
 }
 
+pub use policy::policy_mode_from_proto;
 pub use run::{
     decision_from_proto, deliver_mode_from_proto, exec_mode_from_proto, status_from_proto,
 };
+pub use session::{coordinator_message, session_error, worker_input};

@@ -1,0 +1,105 @@
+//! `runplane asks …`: the tool calls the policy left to a person, and the answers.
+
+use anyhow::Context as _;
+use clap::{Args, Subcommand};
+use serde::Serialize;
+
+use super::output::{self, AskView};
+use super::{connect, ClientArgs};
+use crate::domain::{Decision, ToolCallResponse};
+use crate::grpc::pb;
+use crate::grpc::pb::run_service_client::RunServiceClient;
+
+/// The asks commands.
+#[derive(Debug, Subcommand)]
+pub enum AsksCommand {
+    /// List the asks waiting for an operator, oldest first.
+    List {
+        /// Only this run's asks.
+        #[arg(long, value_name = "RUN_ID")]
+        run: Option<String>,
+    },
+    /// Let a waiting tool call run; the worker receives the final allow.
+    Allow(ResolveArgs),
+    /// Refuse a waiting tool call; the worker receives the final deny.
+    Deny(ResolveArgs),
+}
+
+/// Which ask to answer, and the note that goes with the answer.
+#[derive(Debug, Args)]
+pub struct ResolveArgs {
+    /// The run of the ask.
+    run_id: String,
+    /// The call of the ask (see `runplane asks list`).
+    call_id: String,
+    /// Why, passed on to the worker and recorded in the run's log.
+    #[arg(long)]
+    reason: Option<String>,
+    /// Who answers, for the log [default: $USER, else "cli"]
+    #[arg(long, value_name = "NAME")]
+    resolver: Option<String>,
+}
+
+/// The JSON of `asks list`: the response's shape.
+#[derive(Serialize)]
+struct AsksPage<'a> {
+    asks: &'a [AskView],
+}
+
+/// Runs one `asks` command against the server.
+pub(super) async fn run(client: &ClientArgs, command: AsksCommand) -> anyhow::Result<()> {
+    let mut rpc = RunServiceClient::new(connect(&client.server).await?);
+    let (args, decision) = match command {
+        AsksCommand::List { run } => {
+            let request = pb::ListPendingAsksRequest {
+                run_id: run.unwrap_or_default(),
+            };
+            let response = rpc.list_pending_asks(request).await?.into_inner();
+            let asks = response
+                .asks
+                .into_iter()
+                .map(AskView::from_pb)
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            if client.json {
+                output::print_json(&AsksPage { asks: &asks })?;
+            } else if asks.is_empty() {
+                println!("no pending asks");
+            } else {
+                println!("{}", output::asks_table(&asks));
+            }
+            return Ok(());
+        }
+        AsksCommand::Allow(args) => (args, Decision::Allow),
+        AsksCommand::Deny(args) => (args, Decision::Deny),
+    };
+    let request = pb::ResolveAskRequest {
+        run_id: args.run_id,
+        call_id: args.call_id,
+        decision: pb::Decision::from(decision).into(),
+        reason: args.reason.unwrap_or_default(),
+        resolver: args.resolver.unwrap_or_else(default_resolver),
+    };
+    let response = rpc.resolve_ask(request).await?.into_inner();
+    let response = ToolCallResponse::try_from(response)
+        .context("the server sent an invalid tool call response")?;
+    if client.json {
+        return output::print_json(&response);
+    }
+    let mut line = format!(
+        "{}: call {} of run {}",
+        response.decision, response.call_id, response.run_id
+    );
+    if !response.reason.is_empty() {
+        line.push_str(&format!(" ({})", response.reason));
+    }
+    println!("{line}");
+    Ok(())
+}
+
+/// The log names who answered: the login name when there is one.
+fn default_resolver() -> String {
+    std::env::var("USER")
+        .ok()
+        .filter(|user| !user.is_empty())
+        .unwrap_or_else(|| "cli".to_string())
+}

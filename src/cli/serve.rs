@@ -1,0 +1,366 @@
+//! `runplane serve`: settings from flags, `RUNPLANE_*` variables and a TOML file, then the
+//! server until SIGINT or SIGTERM.
+//!
+//! Precedence is flags > environment > config file > defaults. The merge is the pure
+//! function [`resolve`], which takes the environment as a closure so that tests can check
+//! precedence without touching the process environment.
+
+use std::future::Future;
+use std::io::IsTerminal as _;
+use std::net::SocketAddr;
+use std::num::NonZeroUsize;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::str::FromStr;
+use std::time::Duration;
+
+use clap::{Args, ValueEnum};
+use serde::Deserialize;
+use tracing_subscriber::EnvFilter;
+
+use crate::server::{self, ServeConfig, DEFAULT_DATA_DIR};
+use crate::store::Synchronous;
+
+/// Environment variable naming the config file, for deployments that configure by
+/// environment only.
+pub const CONFIG_ENV: &str = "RUNPLANE_CONFIG";
+
+/// Exit code of a bad configuration, distinct from a server that failed at run time so
+/// that supervisors can tell "fix the config" from "try again".
+const EXIT_BAD_CONFIG: u8 = 2;
+
+/// Flags of `runplane serve`. All optional, so that [`resolve`] can tell "not given" from
+/// a default and let the environment and the config file fill the gap.
+#[derive(Debug, Clone, Default, Args)]
+pub struct ServeArgs {
+    /// Address to listen on [env: RUNPLANE_LISTEN] [default: 127.0.0.1:50051]
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<SocketAddr>,
+    /// Directory of the SQLite database, created if missing [env: RUNPLANE_DATA_DIR]
+    /// [default: ./runplane-data]
+    #[arg(long, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Directory of custom policy profiles (.toml, .yaml); without it only the presets
+    /// exist [env: RUNPLANE_POLICY_DIR]
+    #[arg(long, value_name = "DIR")]
+    pub policy_dir: Option<PathBuf>,
+    /// TOML file with any of these settings in snake_case (listen, data_dir, policy_dir,
+    /// reattach_grace_seconds, synchronous, max_message_bytes, shutdown_timeout_seconds,
+    /// log_format); relative paths in it are relative to the file [env: RUNPLANE_CONFIG]
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Seconds a dropped worker has to re-attach before its run fails as "worker lost"
+    /// [env: RUNPLANE_REATTACH_GRACE_SECONDS] [default: 60]
+    #[arg(long, value_name = "SECS")]
+    pub reattach_grace: Option<u64>,
+    /// Disk durability of each commit: normal survives a crash of runplane, full also a
+    /// power loss, at several times the cost [env: RUNPLANE_SYNCHRONOUS] [default: normal]
+    #[arg(long, value_name = "normal|full", value_parser = parse_synchronous)]
+    pub synchronous: Option<Synchronous>,
+    /// Largest gRPC message in either direction, in bytes: bounds what one client can make
+    /// the server hold [env: RUNPLANE_MAX_MESSAGE_BYTES] [default: 4194304]
+    #[arg(long, value_name = "N")]
+    pub max_message_bytes: Option<NonZeroUsize>,
+    /// Seconds shutdown waits for live sessions before it stops anyway
+    /// [env: RUNPLANE_SHUTDOWN_TIMEOUT_SECONDS] [default: 10]
+    #[arg(long, value_name = "SECS")]
+    pub shutdown_timeout: Option<u64>,
+    /// Log format on stderr; the level comes from RUST_LOG (default info)
+    /// [env: RUNPLANE_LOG_FORMAT] [default: text]
+    #[arg(long, value_enum)]
+    pub log_format: Option<LogFormat>,
+}
+
+/// How the server's logs are written.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// Human-readable lines.
+    #[default]
+    Text,
+    /// One JSON object per line, for log collectors.
+    Json,
+}
+
+/// The config file: every setting of `serve`, all optional. Unknown keys are refused so a
+/// typo is an error naming the key rather than a setting silently left at its default.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigFile {
+    /// See `--listen`.
+    pub listen: Option<SocketAddr>,
+    /// See `--data-dir`.
+    pub data_dir: Option<PathBuf>,
+    /// See `--policy-dir`.
+    pub policy_dir: Option<PathBuf>,
+    /// See `--reattach-grace`.
+    pub reattach_grace_seconds: Option<u64>,
+    /// See `--synchronous`.
+    pub synchronous: Option<Synchronous>,
+    /// See `--max-message-bytes`.
+    pub max_message_bytes: Option<NonZeroUsize>,
+    /// See `--shutdown-timeout`.
+    pub shutdown_timeout_seconds: Option<u64>,
+    /// See `--log-format`.
+    pub log_format: Option<LogFormat>,
+}
+
+impl ConfigFile {
+    /// Parses the text of a config file; `origin` only names it in errors.
+    pub fn parse(text: &str, origin: &Path) -> Result<ConfigFile, ConfigError> {
+        toml::from_str(text).map_err(|err| ConfigError::File {
+            path: origin.to_path_buf(),
+            message: err.to_string(),
+        })
+    }
+
+    /// Reads and parses a config file, and makes its relative paths relative to the file:
+    /// a config file is written next to what it describes, not for the directory that
+    /// happens to be current when the server starts.
+    pub fn load(path: &Path) -> Result<ConfigFile, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|err| ConfigError::File {
+            path: path.to_path_buf(),
+            message: err.to_string(),
+        })?;
+        let mut file = ConfigFile::parse(&text, path)?;
+        let base = path.parent().unwrap_or(Path::new(""));
+        // `join` keeps an absolute path as it is.
+        file.data_dir = file.data_dir.map(|dir| base.join(dir));
+        file.policy_dir = file.policy_dir.map(|dir| base.join(dir));
+        Ok(file)
+    }
+}
+
+/// Why the settings could not be assembled. The message names where the bad value came
+/// from: the config file (with the key) or the environment variable.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The config file could not be read or parsed (syntax, unknown key, bad value).
+    #[error("config file {}: {message}", path.display())]
+    File {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong, from the TOML parser (it names the key and the line).
+        message: String,
+    },
+    /// An environment variable holds a value its setting cannot take.
+    #[error("{var}: invalid value {value:?}: {problem}")]
+    Env {
+        /// The variable.
+        var: &'static str,
+        /// Its value.
+        value: String,
+        /// Why it was refused.
+        problem: String,
+    },
+}
+
+/// Merges flags, environment (`env` looks a variable up; empty counts as unset) and the
+/// config file over the defaults: flags > env > file > defaults.
+pub fn resolve(
+    args: ServeArgs,
+    env: impl Fn(&str) -> Option<String>,
+    file: Option<ConfigFile>,
+) -> Result<(ServeConfig, LogFormat), ConfigError> {
+    let file = file.unwrap_or_default();
+    let env = |var: &str| env(var).filter(|value| !value.is_empty());
+    let data_dir = pick(
+        args.data_dir,
+        &env,
+        "RUNPLANE_DATA_DIR",
+        from_str,
+        file.data_dir,
+    )?;
+    let mut config = ServeConfig::new(data_dir.unwrap_or_else(|| DEFAULT_DATA_DIR.into()));
+    let listen = pick(args.listen, &env, "RUNPLANE_LISTEN", from_str, file.listen)?;
+    config.listen = listen.unwrap_or(config.listen);
+    config.policy_dir = pick(
+        args.policy_dir,
+        &env,
+        "RUNPLANE_POLICY_DIR",
+        from_str,
+        file.policy_dir,
+    )?;
+    let grace = pick(
+        args.reattach_grace,
+        &env,
+        "RUNPLANE_REATTACH_GRACE_SECONDS",
+        from_str,
+        file.reattach_grace_seconds,
+    )?;
+    config.reattach_grace = grace.map_or(config.reattach_grace, Duration::from_secs);
+    let synchronous = pick(
+        args.synchronous,
+        &env,
+        "RUNPLANE_SYNCHRONOUS",
+        parse_synchronous,
+        file.synchronous,
+    )?;
+    config.synchronous = synchronous.unwrap_or(config.synchronous);
+    let max_message = pick(
+        args.max_message_bytes,
+        &env,
+        "RUNPLANE_MAX_MESSAGE_BYTES",
+        from_str,
+        file.max_message_bytes,
+    )?;
+    config.max_message_bytes = max_message.map_or(config.max_message_bytes, NonZeroUsize::get);
+    let shutdown = pick(
+        args.shutdown_timeout,
+        &env,
+        "RUNPLANE_SHUTDOWN_TIMEOUT_SECONDS",
+        from_str,
+        file.shutdown_timeout_seconds,
+    )?;
+    config.shutdown_timeout = shutdown.map_or(config.shutdown_timeout, Duration::from_secs);
+    let log_format = pick(
+        args.log_format,
+        &env,
+        "RUNPLANE_LOG_FORMAT",
+        |value| LogFormat::from_str(value, true),
+        file.log_format,
+    )?;
+    Ok((config, log_format.unwrap_or_default()))
+}
+
+/// The flag if given, else the environment variable (parsed), else the file's value.
+fn pick<T>(
+    flag: Option<T>,
+    env: &impl Fn(&str) -> Option<String>,
+    var: &'static str,
+    parse: impl Fn(&str) -> Result<T, String>,
+    file: Option<T>,
+) -> Result<Option<T>, ConfigError> {
+    if flag.is_some() {
+        return Ok(flag);
+    }
+    match env(var) {
+        Some(value) => match parse(&value) {
+            Ok(parsed) => Ok(Some(parsed)),
+            Err(problem) => Err(ConfigError::Env {
+                var,
+                value,
+                problem,
+            }),
+        },
+        None => Ok(file),
+    }
+}
+
+/// `FromStr` with the error as text, the shape `pick` and clap both take.
+fn from_str<T>(value: &str) -> Result<T, String>
+where
+    T: FromStr,
+    T::Err: std::fmt::Display,
+{
+    value.parse().map_err(|err: T::Err| err.to_string())
+}
+
+/// Parses `normal` or `full`, the names the config file uses too.
+fn parse_synchronous(value: &str) -> Result<Synchronous, String> {
+    match value {
+        "normal" => Ok(Synchronous::Normal),
+        "full" => Ok(Synchronous::Full),
+        _ => Err("expected normal or full".to_string()),
+    }
+}
+
+/// Everything `serve` needs before the server starts: the config file (from `--config`
+/// or `RUNPLANE_CONFIG`) merged with the flags and the process environment.
+fn settings(args: ServeArgs) -> Result<(ServeConfig, LogFormat), ConfigError> {
+    let env = |var: &str| std::env::var(var).ok().filter(|value| !value.is_empty());
+    let path = args
+        .config
+        .clone()
+        .or_else(|| env(CONFIG_ENV).map(PathBuf::from));
+    let file = path.as_deref().map(ConfigFile::load).transpose()?;
+    resolve(args, env, file)
+}
+
+/// `runplane serve`: exit 2 on a bad configuration, 1 when the server fails, 0 after a
+/// clean shutdown.
+pub(super) async fn run(args: ServeArgs) -> ExitCode {
+    let (config, log_format) = match settings(args) {
+        Ok(settings) => settings,
+        Err(err) => {
+            eprintln!("error: {err}");
+            return ExitCode::from(EXIT_BAD_CONFIG);
+        }
+    };
+    init_tracing(log_format);
+    let shutdown = match shutdown_signal() {
+        Ok(shutdown) => shutdown,
+        Err(err) => {
+            eprintln!("error: cannot listen for shutdown signals: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let policy_dir = config.policy_dir.as_ref().map_or_else(
+        || "none (presets only)".into(),
+        |dir| dir.display().to_string(),
+    );
+    tracing::info!(
+        listen = %config.listen,
+        data_dir = %config.data_dir.display(),
+        policy_dir,
+        "starting runplane {}",
+        env!("CARGO_PKG_VERSION")
+    );
+    match server::serve(config, shutdown).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("error: {err}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Logs go to stderr, keeping stdout free; the level comes from `RUST_LOG`, `info` when it
+/// is unset or invalid (an invalid one is reported rather than silently ignored).
+fn init_tracing(format: LogFormat) {
+    let filter = match std::env::var("RUST_LOG") {
+        Ok(directives) => EnvFilter::try_new(&directives).unwrap_or_else(|err| {
+            eprintln!("warning: RUST_LOG={directives:?} is invalid ({err}); using info");
+            EnvFilter::new("info")
+        }),
+        Err(_) => EnvFilter::new("info"),
+    };
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        // Colour codes only for a person at a terminal, never into a log file.
+        .with_ansi(std::io::stderr().is_terminal());
+    let installed = match format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder.json().try_init(),
+    };
+    if let Err(err) = installed {
+        eprintln!("warning: logging is not set up: {err}");
+    }
+}
+
+/// Resolves at the first SIGINT or SIGTERM. The handlers are installed now, before the
+/// server starts, so a signal that arrives during startup is not lost.
+#[cfg(unix)]
+fn shutdown_signal() -> std::io::Result<impl Future<Output = ()> + Send + 'static> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    let mut terminate = signal(SignalKind::terminate())?;
+    Ok(async move {
+        let name = tokio::select! {
+            _ = interrupt.recv() => "SIGINT",
+            _ = terminate.recv() => "SIGTERM",
+        };
+        tracing::info!(signal = name, "shutting down");
+    })
+}
+
+/// Resolves at Ctrl-C, the one shutdown signal outside Unix.
+#[cfg(not(unix))]
+fn shutdown_signal() -> std::io::Result<impl Future<Output = ()> + Send + 'static> {
+    Ok(async {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            tracing::info!(signal = "ctrl-c", "shutting down");
+        }
+    })
+}

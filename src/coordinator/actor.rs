@@ -1,0 +1,393 @@
+//! One task per live run: it owns the run's state, decides its tool calls in order, and is
+//! the only writer of its log. Everything reaches it as a `Command`, so no lock is held
+//! across a store write and one run never waits for another.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use chrono::{DateTime, TimeDelta, Utc};
+use tokio::sync::{mpsc, oneshot};
+use tracing::{debug, info, warn, Instrument};
+
+use super::messages::{CloseReason, CoordinatorError, Push, WorkerInput};
+use super::Shared;
+use crate::domain::{Decision, Run, StallTracker, Status, ToolCallResponse};
+use crate::policy::CompiledProfile;
+use crate::store::{Commit, Event, StoreError};
+
+/// Outbound side of a worker's stream.
+pub type Outbound = mpsc::Sender<Push>;
+
+/// A request to a run's actor.
+pub enum Command {
+    /// A worker attaches (or takes over).
+    Attach {
+        /// The new session.
+        session: Session,
+        /// Ok once `Attached` has been pushed.
+        reply: oneshot::Sender<Result<(), CoordinatorError>>,
+    },
+    /// A message from a session's worker.
+    Worker {
+        /// Which session sent it; messages from a replaced session are ignored.
+        session_id: u64,
+        /// The message.
+        input: WorkerInput,
+    },
+    /// A session's stream ended.
+    Detach {
+        /// Which session.
+        session_id: u64,
+    },
+    /// An operator cancels the run.
+    Cancel {
+        /// Why.
+        reason: String,
+        /// The cancelled run.
+        reply: oneshot::Sender<Result<Run, CoordinatorError>>,
+    },
+    /// An operator answers a pending ask.
+    Resolve {
+        /// The asked call.
+        call_id: String,
+        /// Allow or deny.
+        decision: Decision,
+        /// Why.
+        reason: String,
+        /// Who answered.
+        resolver: String,
+        /// The final response, as the worker receives it.
+        reply: oneshot::Sender<Result<ToolCallResponse, CoordinatorError>>,
+    },
+    /// The server is stopping: tell the worker and stop without touching the run.
+    Shutdown,
+}
+
+/// A worker's attached stream.
+pub struct Session {
+    /// Unique per attach, so a replaced session's late messages are recognised.
+    pub id: u64,
+    /// The worker's self-chosen id, for the log.
+    pub worker_id: String,
+    /// Paths are held to this root; `None`: every absolute path is outside.
+    pub workspace_root: Option<String>,
+    /// Where pushes go.
+    pub outbound: Outbound,
+}
+
+/// What the actor knows about one call_id.
+#[derive(Debug, Clone)]
+pub(super) struct CallState {
+    /// The tool, for the stall tracker when the result comes.
+    pub tool: String,
+    /// The command, for listing pending asks.
+    pub command: String,
+    /// The path, for listing pending asks.
+    pub path: String,
+    /// The current decision: ask while pending, else final.
+    pub decision: Decision,
+    /// Why, as sent to the worker.
+    pub reason: String,
+    /// Set while the call waits for an operator.
+    pub ask: Option<AskWait>,
+    /// Whether a result was recorded (a repeat is acknowledged, not counted).
+    pub result_recorded: bool,
+}
+
+/// A call waiting for an operator's answer.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct AskWait {
+    /// When it was asked.
+    pub asked_at: DateTime<Utc>,
+    /// When it becomes a deny; `None` when the profile lets asks wait forever.
+    pub deadline: Option<DateTime<Utc>>,
+}
+
+/// Where a running run is in its ending.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Phase {
+    /// Tool calls are being decided.
+    Working,
+    /// Waiting for the quality gate result.
+    Gate,
+    /// Waiting for the delivery result.
+    Delivering,
+}
+
+/// The state a run's actor owns.
+pub(super) struct RunActor {
+    /// Coordinator-wide pieces: store, clock, asks registry, event feed.
+    pub shared: Arc<Shared>,
+    /// The run as last committed plus the change being built.
+    pub run: Run,
+    /// The version the store holds, for optimistic concurrency.
+    pub stored_version: i64,
+    /// The compiled profile deciding this run.
+    pub profile: Arc<CompiledProfile>,
+    /// Feeds on every result; ends the run when stall detection is on.
+    pub stall: StallTracker,
+    /// The next event sequence number (gapless).
+    pub next_seq: u64,
+    /// Every decided call of the run.
+    pub calls: HashMap<String, CallState>,
+    /// The attached worker, if any.
+    pub session: Option<Session>,
+    /// Gate and delivery progress.
+    pub phase: Phase,
+    /// A note carried into the completed run's error (a failed gate without rollback).
+    pub completion_note: String,
+    /// When the detached run fails with "worker lost".
+    pub grace_deadline: Option<DateTime<Utc>>,
+    /// Events built by the current change, committed together.
+    pub pending_events: Vec<Event>,
+    /// Whether the current change fed the stall tracker.
+    pub stall_changed: bool,
+    /// Pushes that belong to the current change: sent only once it is committed.
+    pub deferred: Vec<Push>,
+}
+
+/// What the actor loop should do after a command.
+pub(super) enum Flow {
+    Continue,
+    Stop,
+}
+
+impl RunActor {
+    /// Runs the actor until the run is over and no worker is attached, or the server stops.
+    pub fn spawn(self, commands: mpsc::Receiver<Command>) {
+        let span = tracing::info_span!("run", run_id = %self.run.id);
+        tokio::spawn(self.run_loop(commands).instrument(span));
+    }
+
+    async fn run_loop(mut self, mut commands: mpsc::Receiver<Command>) {
+        loop {
+            let wake = self
+                .next_deadline()
+                .map(|at| self.shared.clock.instant_at(at));
+            let flow = tokio::select! {
+                command = commands.recv() => match command {
+                    Some(command) => self.handle(command).await,
+                    None => Ok(Flow::Stop),
+                },
+                () = sleep_until(wake) => self.on_timer().await,
+            };
+            let flow = match flow {
+                Ok(flow) => flow,
+                Err(err) => {
+                    warn!(error = %err, "store write failed; the run's actor stops and reloads on the next attach");
+                    self.close_session(CloseReason::Internal(err.to_string()));
+                    Flow::Stop
+                }
+            };
+            if matches!(flow, Flow::Stop)
+                || (self.run.status.is_terminal() && self.session.is_none())
+            {
+                break;
+            }
+        }
+        self.shared.actor_stopped(&self.run.id, &self.calls);
+        debug!("actor stopped");
+    }
+
+    async fn handle(&mut self, command: Command) -> Result<Flow, StoreError> {
+        match command {
+            Command::Attach { session, reply } => match self.attach(session).await {
+                Ok(()) => {
+                    let _ = reply.send(Ok(()));
+                }
+                Err(AttachError::Refused(err)) => {
+                    let _ = reply.send(Err(err));
+                }
+                Err(AttachError::Store(err)) => {
+                    let _ = reply.send(Err(CoordinatorError::Internal(err.to_string())));
+                    return Err(err);
+                }
+            },
+            Command::Worker { session_id, input } => {
+                if self.session.as_ref().is_some_and(|s| s.id == session_id) {
+                    self.on_worker(input).await?;
+                }
+            }
+            Command::Detach { session_id } => self.detach(session_id).await?,
+            Command::Cancel { reason, reply } => {
+                let result = self.cancel(reason).await;
+                let _ = reply.send(result);
+            }
+            Command::Resolve {
+                call_id,
+                decision,
+                reason,
+                resolver,
+                reply,
+            } => {
+                let result = self.resolve(&call_id, decision, reason, &resolver).await;
+                let _ = reply.send(result);
+            }
+            Command::Shutdown => {
+                self.close_session(CloseReason::Shutdown);
+                return Ok(Flow::Stop);
+            }
+        }
+        Ok(Flow::Continue)
+    }
+
+    async fn on_worker(&mut self, input: WorkerInput) -> Result<(), StoreError> {
+        match input {
+            WorkerInput::ToolCall(request) => self.on_tool_call(request).await,
+            WorkerInput::Result(result) => self.on_result(result).await,
+            WorkerInput::Complete(completion) => self.on_complete(completion).await,
+            WorkerInput::GateResult(outcome) => self.on_gate_result(outcome).await,
+            WorkerInput::Delivery(outcome) => self.on_delivery(outcome).await,
+            WorkerInput::Heartbeat => {
+                self.push(Push::Heartbeat(self.run.status));
+                Ok(())
+            }
+            WorkerInput::Rejected(error) => {
+                self.push(Push::Error(error));
+                Ok(())
+            }
+        }
+    }
+
+    /// The earliest moment something happens without a message: the wall-clock limit, the
+    /// re-attach grace, or a pending ask's timeout.
+    fn next_deadline(&self) -> Option<DateTime<Utc>> {
+        if self.run.status.is_terminal() {
+            return None;
+        }
+        let asks = self.calls.values().filter_map(|c| c.ask?.deadline);
+        [self.time_limit_deadline(), self.grace_deadline]
+            .into_iter()
+            .flatten()
+            .chain(asks)
+            .min()
+    }
+
+    /// When the run's wall-clock limit ends it (only once it runs: a queued run waits).
+    pub(super) fn time_limit_deadline(&self) -> Option<DateTime<Utc>> {
+        let seconds = self.profile.profile().termination.timeout_seconds;
+        (seconds > 0 && self.run.status != Status::Pending)
+            .then(|| self.run.started_at + TimeDelta::seconds(seconds))
+    }
+
+    async fn on_timer(&mut self) -> Result<Flow, StoreError> {
+        let now = self.shared.clock.now();
+        if self.time_limit_deadline().is_some_and(|at| at <= now) {
+            let seconds = self.profile.profile().termination.timeout_seconds;
+            self.end_by_limit(format!("time limit reached ({seconds} s)"))
+                .await?;
+            return Ok(Flow::Continue);
+        }
+        if self.grace_deadline.is_some_and(|at| at <= now) {
+            self.grace_deadline = None;
+            info!("worker did not re-attach in time");
+            self.end_run(Status::Failed, "worker lost".into()).await?;
+            return Ok(Flow::Continue);
+        }
+        let expired: Vec<String> = self
+            .calls
+            .iter()
+            .filter(|(_, c)| c.ask.and_then(|a| a.deadline).is_some_and(|at| at <= now))
+            .map(|(id, _)| id.clone())
+            .collect();
+        for call_id in expired {
+            let seconds = self.profile.profile().termination.ask_timeout_seconds;
+            let reason = format!("ask timed out after {seconds} s");
+            self.resolve(&call_id, Decision::Deny, reason, "timeout")
+                .await
+                .map_err(|e| match e {
+                    CoordinatorError::Store(err) => err,
+                    other => StoreError::Database(other.to_string()),
+                })?;
+        }
+        Ok(Flow::Continue)
+    }
+
+    /// Adds an event to the change being built.
+    pub(super) fn record<'a>(
+        &mut self,
+        kind: &str,
+        attributes: impl IntoIterator<Item = (&'a str, String)>,
+    ) {
+        let event = Event {
+            run_id: self.run.id.clone(),
+            seq: self.next_seq + self.pending_events.len() as u64,
+            kind: kind.to_string(),
+            at: self.shared.clock.now(),
+            attributes: attributes
+                .into_iter()
+                .filter(|(_, v)| !v.is_empty())
+                .map(|(k, v)| (k.to_string(), v))
+                .collect::<BTreeMap<_, _>>(),
+        };
+        self.pending_events.push(event);
+    }
+
+    /// Makes the change durable. Only after this returns may the worker hear of it.
+    pub(super) async fn commit(&mut self) -> Result<(), StoreError> {
+        if self.run.version == self.stored_version {
+            // Every committed change bumps the version, even one that only appends events:
+            // optimistic concurrency then also catches a second writer of the same log.
+            self.run.touch(self.shared.clock.now());
+        }
+        let events = std::mem::take(&mut self.pending_events);
+        let stall = std::mem::take(&mut self.stall_changed).then(|| self.stall.clone());
+        let count = events.len() as u64;
+        let commit = Commit {
+            run: self.run.clone(),
+            expected_version: Some(self.stored_version),
+            events: events.clone(),
+            stall,
+        };
+        self.shared.store.commit(commit).await?;
+        self.stored_version = self.run.version;
+        self.next_seq += count;
+        self.shared.publish(events);
+        for push in std::mem::take(&mut self.deferred) {
+            self.push(push);
+        }
+        Ok(())
+    }
+
+    /// Sends to the attached worker. A worker that does not read its stream is dropped
+    /// rather than allowed to stall the run; it may re-attach.
+    pub(super) fn push(&mut self, push: Push) {
+        let Some(session) = &self.session else { return };
+        if session.outbound.try_send(push).is_err() {
+            warn!("worker stream is full or gone; detaching it");
+            self.session = None;
+            if !self.run.status.is_terminal() {
+                self.grace_deadline = Some(self.shared.clock.now() + self.shared.grace());
+            }
+        }
+    }
+
+    /// Ends the attached stream with a reason.
+    pub(super) fn close_session(&mut self, reason: CloseReason) {
+        if let Some(session) = self.session.take() {
+            let _ = session.outbound.try_send(Push::Close(reason));
+        }
+    }
+}
+
+/// A timer that never fires when there is nothing to wait for.
+async fn sleep_until(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Why an attach did not happen.
+pub(super) enum AttachError {
+    /// The run cannot be attached to (it is over).
+    Refused(CoordinatorError),
+    /// The attach could not be saved; the actor stops.
+    Store(StoreError),
+}
+
+impl From<StoreError> for AttachError {
+    fn from(err: StoreError) -> AttachError {
+        AttachError::Store(err)
+    }
+}

@@ -1,0 +1,292 @@
+//! Tool calls and their results: decisions, step counting, limits, the stall tracker.
+
+use chrono::TimeDelta;
+use tracing::debug;
+
+use super::actor::{AskWait, CallState, RunActor};
+use super::messages::{PendingAsk, Push, SessionError};
+use crate::domain::{Decision, Status, ToolCallRequest, ToolCallResponse, ToolCallResult};
+use crate::policy::ToolCall;
+use crate::store::StoreError;
+
+impl RunActor {
+    /// Decides a tool call, commits the decision, then answers.
+    pub(super) async fn on_tool_call(
+        &mut self,
+        request: ToolCallRequest,
+    ) -> Result<(), StoreError> {
+        if let Some(error) = self.foreign_run(&request.run_id, &request.call_id) {
+            self.push(Push::Error(error));
+            return Ok(());
+        }
+        if let Some(call) = self.calls.get(&request.call_id) {
+            let response = self.response(&request.call_id, call.decision, call.reason.clone());
+            self.push(Push::Decision(response));
+            return Ok(());
+        }
+        if self.run.status != Status::Running {
+            let reason = "run is not running".to_string();
+            self.decide(&request, Decision::Deny, reason, None, None);
+            return self.commit_and_answer(&request.call_id).await;
+        }
+        if let Some(reason) = self.limit_reached() {
+            self.decide(&request, Decision::Deny, reason.clone(), None, None);
+            self.end_by_limit_in_same_commit(reason, &request.call_id)
+                .await?;
+            return Ok(());
+        }
+        let workspace_root = self.session.as_ref().and_then(|s| s.workspace_root.clone());
+        let verdict = self.profile.evaluate(&ToolCall {
+            tool: &request.tool,
+            command: &request.command,
+            path: &request.path,
+            workspace_root: workspace_root.as_deref(),
+        });
+        let now = self.shared.clock.now();
+        self.run.step_count = self.run.step_count.saturating_add(1);
+        self.run.touch(now);
+        self.decide(
+            &request,
+            verdict.decision,
+            verdict.reason,
+            verdict.rule_index,
+            verdict.part,
+        );
+        self.commit_and_answer(&request.call_id).await
+    }
+
+    /// Records a decision for a new call in the change being built.
+    fn decide(
+        &mut self,
+        request: &ToolCallRequest,
+        decision: Decision,
+        reason: String,
+        rule_index: Option<usize>,
+        part: Option<String>,
+    ) {
+        let now = self.shared.clock.now();
+        let seconds = self.profile.profile().termination.ask_timeout_seconds;
+        let ask = (decision == Decision::Ask).then(|| AskWait {
+            asked_at: now,
+            deadline: (seconds > 0).then(|| now + TimeDelta::seconds(seconds)),
+        });
+        let kind = match decision {
+            Decision::Allow => "run.toolcall.approved",
+            Decision::Deny => "run.toolcall.denied",
+            Decision::Ask => "run.toolcall.asked",
+        };
+        self.record(
+            kind,
+            [
+                ("call_id", request.call_id.clone()),
+                ("tool", request.tool.clone()),
+                ("command", request.command.clone()),
+                ("path", request.path.clone()),
+                ("decision", decision.to_string()),
+                ("reason", reason.clone()),
+                (
+                    "rule_index",
+                    rule_index.map(|i| i.to_string()).unwrap_or_default(),
+                ),
+                ("part", part.unwrap_or_default()),
+                ("step_count", self.run.step_count.to_string()),
+                (
+                    "deadline",
+                    ask.and_then(|a| a.deadline)
+                        .map(|d| d.to_rfc3339())
+                        .unwrap_or_default(),
+                ),
+            ],
+        );
+        debug!(call_id = %request.call_id, tool = %request.tool, %decision, reason = %reason, "decided");
+        self.calls.insert(
+            request.call_id.clone(),
+            CallState {
+                tool: request.tool.clone(),
+                command: request.command.clone(),
+                path: request.path.clone(),
+                decision,
+                reason,
+                ask,
+                result_recorded: false,
+            },
+        );
+    }
+
+    /// Commits the change, registers a new ask, then sends the call's decision.
+    async fn commit_and_answer(&mut self, call_id: &str) -> Result<(), StoreError> {
+        self.commit().await?;
+        let Some(call) = self.calls.get(call_id) else {
+            return Ok(());
+        };
+        if let Some(AskWait { asked_at, deadline }) = call.ask {
+            self.shared.ask_opened(PendingAsk {
+                request: ToolCallRequest {
+                    run_id: self.run.id.clone(),
+                    call_id: call_id.to_string(),
+                    tool: call.tool.clone(),
+                    command: call.command.clone(),
+                    path: call.path.clone(),
+                },
+                reason: call.reason.clone(),
+                asked_at,
+                deadline,
+            });
+        }
+        let response = self.response(call_id, call.decision, call.reason.clone());
+        self.push(Push::Decision(response));
+        Ok(())
+    }
+
+    /// A limit denial: the deny, the timeout and the terminate go out after one commit.
+    async fn end_by_limit_in_same_commit(
+        &mut self,
+        reason: String,
+        call_id: &str,
+    ) -> Result<(), StoreError> {
+        let response = self.response(call_id, Decision::Deny, reason.clone());
+        self.deferred.push(Push::Decision(response));
+        self.end_by_limit(reason).await
+    }
+
+    fn response(&self, call_id: &str, decision: Decision, reason: String) -> ToolCallResponse {
+        ToolCallResponse {
+            run_id: self.run.id.clone(),
+            call_id: call_id.to_string(),
+            decision,
+            reason,
+        }
+    }
+
+    /// The first limit the run has reached, as the reason the worker sees.
+    pub(super) fn limit_reached(&self) -> Option<String> {
+        let limits = &self.profile.profile().termination;
+        if limits.max_steps > 0 && self.run.step_count >= limits.max_steps {
+            return Some(format!("step limit reached ({} steps)", limits.max_steps));
+        }
+        if limits.max_cost > 0.0 && self.run.cost_usd >= limits.max_cost {
+            return Some(format!("cost limit reached (${})", limits.max_cost));
+        }
+        if self
+            .time_limit_deadline()
+            .is_some_and(|at| at <= self.shared.clock.now())
+        {
+            return Some(format!("time limit reached ({} s)", limits.timeout_seconds));
+        }
+        None
+    }
+
+    /// A session error when a message names another run.
+    fn foreign_run(&self, run_id: &str, call_id: &str) -> Option<SessionError> {
+        (!run_id.is_empty() && run_id != self.run.id).then(|| {
+            SessionError::invalid(
+                call_id,
+                format!("run_id: {run_id} is not this session's run {}", self.run.id),
+            )
+        })
+    }
+
+    /// Records a result of an allowed call, feeds the stall tracker, commits, acknowledges.
+    pub(super) async fn on_result(&mut self, result: ToolCallResult) -> Result<(), StoreError> {
+        if let Some(error) = self.foreign_run(&result.run_id, &result.call_id) {
+            self.push(Push::Error(error));
+            return Ok(());
+        }
+        let call_id = result.call_id.clone();
+        let Some(call) = self.calls.get(&call_id) else {
+            self.push(Push::Error(SessionError::not_found(
+                &call_id,
+                format!("call_id: no call {call_id} was decided in this run"),
+            )));
+            return Ok(());
+        };
+        if call.decision != Decision::Allow {
+            let state = if call.ask.is_some() {
+                "is waiting for an operator"
+            } else {
+                "was not allowed"
+            };
+            self.push(Push::Error(SessionError::precondition(
+                &call_id,
+                format!("call_id: call {call_id} {state}; only allowed calls have results"),
+            )));
+            return Ok(());
+        }
+        if call.result_recorded {
+            self.push(self.result_ack(&call_id));
+            return Ok(());
+        }
+        if self.run.status.is_terminal() {
+            self.push(Push::Error(SessionError::precondition(
+                &call_id,
+                format!("run is {}; results are no longer recorded", self.run.status),
+            )));
+            return Ok(());
+        }
+        let tool = call.tool.clone();
+        let now = self.shared.clock.now();
+        self.run.cost_usd += result.cost_usd;
+        self.run.touch(now);
+        let stalled = self
+            .stall
+            .record_step(&tool, result.success, &result.output);
+        self.stall_changed = true;
+        if let Some(call) = self.calls.get_mut(&call_id) {
+            call.result_recorded = true;
+        }
+        self.record(
+            "run.toolcall.result",
+            [
+                ("call_id", call_id.clone()),
+                ("tool", tool),
+                ("success", result.success.to_string()),
+                ("error", result.error.clone()),
+                ("cost_usd", result.cost_usd.to_string()),
+                ("total_cost_usd", self.run.cost_usd.to_string()),
+                ("output_bytes", result.output.len().to_string()),
+                (
+                    "duration_ms",
+                    result
+                        .duration
+                        .map(|d| d.as_millis().to_string())
+                        .unwrap_or_default(),
+                ),
+            ],
+        );
+        let limits = &self.profile.profile().termination;
+        let ending = if stalled && limits.stall_detection {
+            self.record(
+                "run.stall_detected",
+                [("threshold", self.stall.threshold().to_string())],
+            );
+            Some((Status::Failed, "stall detected".to_string()))
+        } else if limits.max_cost > 0.0 && self.run.cost_usd >= limits.max_cost {
+            Some((
+                Status::Timeout,
+                format!("cost limit reached (${})", limits.max_cost),
+            ))
+        } else {
+            None
+        };
+        match ending {
+            None => {
+                self.commit().await?;
+                self.push(self.result_ack(&call_id));
+            }
+            Some((status, reason)) => {
+                let ack = self.result_ack(&call_id);
+                self.deferred.push(ack);
+                self.end_run(status, reason).await?;
+            }
+        }
+        Ok(())
+    }
+
+    fn result_ack(&self, call_id: &str) -> Push {
+        Push::ResultAck {
+            call_id: call_id.to_string(),
+            step_count: self.run.step_count,
+            cost_usd: self.run.cost_usd,
+        }
+    }
+}

@@ -1,0 +1,167 @@
+//! The end of a run the worker reports: completion, the quality gate, delivery.
+
+use super::actor::{Phase, RunActor};
+use super::messages::{DeliveryOutcome, GateOutcome, Push, RunCompletion, SessionError};
+use crate::domain::Status;
+use crate::store::StoreError;
+
+impl RunActor {
+    /// `complete`: a failed run ends; a completed one goes through the gate and delivery.
+    pub(super) async fn on_complete(
+        &mut self,
+        completion: RunCompletion,
+    ) -> Result<(), StoreError> {
+        if self.run.status != Status::Running || self.phase != Phase::Working {
+            self.push(Push::Error(SessionError::precondition(
+                "",
+                format!("complete: run is {}, not running", self.run.status),
+            )));
+            return Ok(());
+        }
+        self.run.output = completion.output;
+        match completion.status {
+            Status::Failed => {
+                let error = if completion.error.is_empty() {
+                    "worker reported failure".to_string()
+                } else {
+                    completion.error
+                };
+                self.finish(Status::Failed, error).await
+            }
+            Status::Completed => {
+                let gate = self.profile.profile().quality_gate.clone();
+                if !gate.is_enabled() {
+                    return self.deliver_or_complete().await;
+                }
+                let now = self.shared.clock.now();
+                if self.run.transition(Status::QualityGate, now).is_err() {
+                    return Ok(());
+                }
+                self.phase = Phase::Gate;
+                self.record(
+                    "run.qualitygate.started",
+                    [
+                        ("require_tests_pass", gate.require_tests_pass.to_string()),
+                        ("require_lint_pass", gate.require_lint_pass.to_string()),
+                    ],
+                );
+                self.commit().await?;
+                self.push(Push::QualityGate {
+                    run_tests: gate.require_tests_pass,
+                    run_lint: gate.require_lint_pass,
+                    test_command: gate.test_command,
+                    lint_command: gate.lint_command,
+                });
+                Ok(())
+            }
+            other => {
+                self.push(Push::Error(SessionError::invalid(
+                    "",
+                    format!("complete.status: must be COMPLETED or FAILED, got {other}"),
+                )));
+                Ok(())
+            }
+        }
+    }
+
+    /// `quality_gate_result`: passed → delivery or completion; failed → failed with
+    /// rollback, else completed with the failure noted.
+    pub(super) async fn on_gate_result(&mut self, outcome: GateOutcome) -> Result<(), StoreError> {
+        if self.phase != Phase::Gate || self.run.status != Status::QualityGate {
+            self.push(Push::Error(SessionError::precondition(
+                "",
+                "quality_gate_result: no quality gate was requested".to_string(),
+            )));
+            return Ok(());
+        }
+        let gate = self.profile.profile().quality_gate.clone();
+        let mut failures = Vec::new();
+        if gate.require_tests_pass && outcome.tests_passed != Some(true) {
+            failures.push("tests did not pass");
+        }
+        if gate.require_lint_pass && outcome.lint_passed != Some(true) {
+            failures.push("lint did not pass");
+        }
+        if !outcome.error.is_empty() {
+            failures.push("the gate could not run");
+        }
+        let attributes = [
+            ("tests_passed", flag(outcome.tests_passed)),
+            ("lint_passed", flag(outcome.lint_passed)),
+            ("error", outcome.error.clone()),
+        ];
+        if failures.is_empty() {
+            self.record("run.qualitygate.passed", attributes);
+            return self.deliver_or_complete().await;
+        }
+        let mut note = format!("quality gate failed: {}", failures.join(", "));
+        if !outcome.error.is_empty() {
+            note = format!("{note} ({})", outcome.error);
+        }
+        self.record("run.qualitygate.failed", attributes);
+        if gate.rollback_on_gate_fail {
+            self.finish(Status::Failed, note).await
+        } else {
+            self.completion_note = note;
+            self.finish(Status::Completed, self.completion_note.clone())
+                .await
+        }
+    }
+
+    /// Asks for delivery when the run has a deliver mode, else completes it.
+    async fn deliver_or_complete(&mut self) -> Result<(), StoreError> {
+        let Some(mode) = self.run.deliver_mode else {
+            return self
+                .finish(Status::Completed, self.completion_note.clone())
+                .await;
+        };
+        self.phase = Phase::Delivering;
+        self.record("run.delivery.requested", [("mode", mode.to_string())]);
+        self.commit().await?;
+        self.push(Push::Deliver {
+            mode,
+            commit_message: format!("runplane: task {} (run {})", self.run.task_id, self.run.id),
+        });
+        Ok(())
+    }
+
+    /// `delivery_result`: recorded; the run is completed either way, a failure noted.
+    pub(super) async fn on_delivery(&mut self, outcome: DeliveryOutcome) -> Result<(), StoreError> {
+        if self.phase != Phase::Delivering {
+            self.push(Push::Error(SessionError::precondition(
+                "",
+                "delivery_result: no delivery was requested".to_string(),
+            )));
+            return Ok(());
+        }
+        let kind = if outcome.success {
+            "run.delivery.succeeded"
+        } else {
+            "run.delivery.failed"
+        };
+        self.record(
+            kind,
+            [
+                ("patch_path", outcome.patch_path),
+                ("commit_hash", outcome.commit_hash),
+                ("branch_name", outcome.branch_name),
+                ("pr_url", outcome.pr_url),
+                ("error", outcome.error.clone()),
+            ],
+        );
+        if !outcome.success {
+            let note = format!("delivery failed: {}", outcome.error);
+            self.completion_note = if self.completion_note.is_empty() {
+                note
+            } else {
+                format!("{}; {note}", self.completion_note)
+            };
+        }
+        self.finish(Status::Completed, self.completion_note.clone())
+            .await
+    }
+}
+
+fn flag(value: Option<bool>) -> String {
+    value.map(|v| v.to_string()).unwrap_or_default()
+}

@@ -1,0 +1,248 @@
+//! Attach, detach, cancel, ask resolution and the ways a run ends.
+
+use tracing::info;
+
+use super::actor::{AttachError, CallState, RunActor, Session};
+use super::messages::{CloseReason, CoordinatorError, Push};
+use crate::domain::{Decision, Run, Status, ToolCallResponse};
+use crate::store::StoreError;
+
+impl RunActor {
+    /// Binds a worker's stream to the run; a newer attach takes over from an older one.
+    pub(super) async fn attach(&mut self, session: Session) -> Result<(), AttachError> {
+        if self.run.status.is_terminal() {
+            return Err(AttachError::Refused(CoordinatorError::FailedPrecondition(
+                format!("run {} is {}", self.run.id, self.run.status),
+            )));
+        }
+        let now = self.shared.clock.now();
+        let resumed = self.run.status != Status::Pending;
+        if let Some(old) = &self.session {
+            info!(old = %old.worker_id, new = %session.worker_id, "worker takeover");
+            let old_worker = old.worker_id.clone();
+            self.close_session(CloseReason::TakenOver {
+                by_worker: session.worker_id.clone(),
+            });
+            self.record(
+                "run.worker.detached",
+                [
+                    ("worker_id", old_worker),
+                    ("reason", "taken over".to_string()),
+                ],
+            );
+        }
+        if self.run.status == Status::Pending {
+            self.run.transition(Status::Running, now).map_err(|e| {
+                AttachError::Refused(CoordinatorError::FailedPrecondition(e.to_string()))
+            })?;
+            self.record("run.started", [("worker_id", session.worker_id.clone())]);
+        }
+        self.record(
+            "run.worker.attached",
+            [
+                ("worker_id", session.worker_id.clone()),
+                ("resumed", resumed.to_string()),
+                (
+                    "workspace_root",
+                    session.workspace_root.clone().unwrap_or_default(),
+                ),
+            ],
+        );
+        self.commit().await?;
+        info!(worker = %session.worker_id, resumed, "worker attached");
+        self.grace_deadline = None;
+        self.session = Some(session);
+        self.push(Push::Attached {
+            run: self.run.clone(),
+            limits: self.profile.profile().termination.clone(),
+            resumed,
+        });
+        Ok(())
+    }
+
+    /// A stream ended: the run waits for a re-attach, for at most the grace period.
+    pub(super) async fn detach(&mut self, session_id: u64) -> Result<(), StoreError> {
+        let Some(session) = self.session.take_if(|s| s.id == session_id) else {
+            return Ok(());
+        };
+        info!(worker = %session.worker_id, "worker detached");
+        self.record(
+            "run.worker.detached",
+            [
+                ("worker_id", session.worker_id),
+                ("reason", "stream closed".to_string()),
+            ],
+        );
+        if !self.run.status.is_terminal() {
+            self.grace_deadline = Some(self.shared.clock.now() + self.shared.grace());
+        }
+        self.commit().await
+    }
+
+    /// An operator ends the run; later requests are denied.
+    pub(super) async fn cancel(&mut self, reason: String) -> Result<Run, CoordinatorError> {
+        if self.run.status.is_terminal() {
+            return Err(CoordinatorError::FailedPrecondition(format!(
+                "run {} is already {}",
+                self.run.id, self.run.status
+            )));
+        }
+        let reason = if reason.is_empty() {
+            "cancelled by operator".to_string()
+        } else {
+            reason
+        };
+        self.end_run(Status::Cancelled, reason.clone()).await?;
+        Ok(self.run.clone())
+    }
+
+    /// Gives a pending ask its final decision and tells the worker.
+    pub(super) async fn resolve(
+        &mut self,
+        call_id: &str,
+        decision: Decision,
+        reason: String,
+        resolver: &str,
+    ) -> Result<ToolCallResponse, CoordinatorError> {
+        if decision == Decision::Ask {
+            return Err(CoordinatorError::InvalidArgument(
+                "decision: must be allow or deny".into(),
+            ));
+        }
+        let Some(call) = self.calls.get_mut(call_id).filter(|c| c.ask.is_some()) else {
+            return Err(CoordinatorError::FailedPrecondition(format!(
+                "call {call_id} of run {} is not waiting for an answer",
+                self.run.id
+            )));
+        };
+        let reason = if reason.is_empty() {
+            format!("{decision} by {resolver}")
+        } else {
+            reason
+        };
+        call.decision = decision;
+        call.reason = reason.clone();
+        call.ask = None;
+        self.record(
+            "run.toolcall.resolved",
+            [
+                ("call_id", call_id.to_string()),
+                ("decision", decision.to_string()),
+                ("reason", reason.clone()),
+                ("resolver", resolver.to_string()),
+            ],
+        );
+        self.commit().await?;
+        self.shared.ask_closed(&self.run.id, call_id);
+        info!(call_id, %decision, resolver, "ask resolved");
+        let response = ToolCallResponse {
+            run_id: self.run.id.clone(),
+            call_id: call_id.to_string(),
+            decision,
+            reason,
+        };
+        self.push(Push::Decision(response.clone()));
+        Ok(response)
+    }
+
+    /// A limit ended the run as timeout; the worker is told to stop.
+    pub(super) async fn end_by_limit(&mut self, reason: String) -> Result<(), StoreError> {
+        self.end_run(Status::Timeout, reason).await
+    }
+
+    /// Moves the run to a terminal status, denies its pending asks, records it all in one
+    /// commit, then tells the worker (cancel or terminate).
+    pub(super) async fn end_run(
+        &mut self,
+        status: Status,
+        reason: String,
+    ) -> Result<(), StoreError> {
+        let now = self.shared.clock.now();
+        if self.run.transition(status, now).is_err() {
+            return Ok(());
+        }
+        self.run.error = reason.clone();
+        let denied = self.deny_pending_asks(&format!("run is {status}"));
+        let kind = match status {
+            Status::Cancelled => "run.cancelled",
+            Status::Timeout => "run.timeout",
+            Status::Completed => "run.completed",
+            _ => "run.failed",
+        };
+        self.record(kind, [("reason", reason.clone())]);
+        self.commit().await?;
+        info!(%status, reason = %reason, "run ended");
+        // The reason first, so a worker waiting on an ask learns why before its deny.
+        match status {
+            Status::Cancelled => self.push(Push::Cancel {
+                reason: reason.clone(),
+            }),
+            _ => self.push(Push::Terminate {
+                status,
+                reason: reason.clone(),
+            }),
+        }
+        for (call_id, call) in denied {
+            self.shared.ask_closed(&self.run.id, &call_id);
+            self.push(Push::Decision(ToolCallResponse {
+                run_id: self.run.id.clone(),
+                call_id,
+                decision: Decision::Deny,
+                reason: call.reason,
+            }));
+        }
+        Ok(())
+    }
+
+    /// Final denies for every pending ask, recorded in the change being built.
+    fn deny_pending_asks(&mut self, reason: &str) -> Vec<(String, CallState)> {
+        let mut denied = Vec::new();
+        let mut ids: Vec<String> = self
+            .calls
+            .iter()
+            .filter(|(_, c)| c.ask.is_some())
+            .map(|(id, _)| id.clone())
+            .collect();
+        ids.sort();
+        for call_id in ids {
+            let Some(call) = self.calls.get_mut(&call_id) else {
+                continue;
+            };
+            call.decision = Decision::Deny;
+            call.reason = reason.to_string();
+            call.ask = None;
+            let snapshot = call.clone();
+            self.record(
+                "run.toolcall.resolved",
+                [
+                    ("call_id", call_id.clone()),
+                    ("decision", "deny".to_string()),
+                    ("reason", reason.to_string()),
+                    ("resolver", "runplane".to_string()),
+                ],
+            );
+            denied.push((call_id, snapshot));
+        }
+        denied
+    }
+
+    /// Completes the run, sends `finished` and closes the stream.
+    pub(super) async fn finish(&mut self, status: Status, error: String) -> Result<(), StoreError> {
+        let now = self.shared.clock.now();
+        if self.run.transition(status, now).is_err() {
+            return Ok(());
+        }
+        self.run.error = error.clone();
+        let kind = if status == Status::Completed {
+            "run.completed"
+        } else {
+            "run.failed"
+        };
+        self.record(kind, [("reason", error)]);
+        self.commit().await?;
+        info!(%status, "run finished");
+        self.push(Push::Finished(self.run.clone()));
+        self.close_session(CloseReason::Finished);
+        Ok(())
+    }
+}

@@ -1,0 +1,511 @@
+//! The run lifecycle: one actor task per live run, and the handle the gRPC services use.
+//!
+//! `Coordinator` is cheap to clone. Operator calls and worker sessions reach a run's actor
+//! by message (`actor::Command`); reads go straight to the store, which every change is
+//! committed to before anyone hears of it.
+
+mod actor;
+mod calls;
+mod clock;
+mod finish;
+mod lifecycle;
+mod messages;
+mod restore;
+mod watch;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use chrono::TimeDelta;
+use tokio::sync::{broadcast, mpsc, oneshot};
+use tracing::{info, warn};
+
+use crate::domain::{Decision, Run, StallTracker, StartRequest, Status, ToolCallResponse};
+use crate::policy::{CompiledProfile, ProfileRegistry, DEFAULT_PROFILE};
+use crate::store::{Commit, Event, RunPage, RunQuery, RunStore, StoreError, StoredRun};
+
+pub use actor::Outbound;
+use actor::{Command, Phase, RunActor, Session};
+pub use clock::Clock;
+pub use messages::{
+    CloseReason, CoordinatorError, DeliveryOutcome, GateOutcome, PendingAsk, Push, RunCompletion,
+    SessionError, WorkerInput,
+};
+
+/// Commands a run's actor may have queued before senders wait.
+const ACTOR_QUEUE: usize = 256;
+/// Committed events buffered for watchers; a watcher that falls further behind re-reads
+/// the store.
+const EVENT_FEED: usize = 4096;
+
+/// Settings of the coordinator.
+#[derive(Debug, Clone)]
+pub struct CoordinatorConfig {
+    /// How long a dropped worker may take to re-attach before the run fails.
+    pub reattach_grace: Duration,
+}
+
+/// What a worker sends to attach.
+#[derive(Debug, Clone, Default)]
+pub struct AttachRequest {
+    /// The run to work on.
+    pub run_id: String,
+    /// The worker's id, for the log.
+    pub worker_id: String,
+    /// The worker token (unused while authentication is off).
+    pub token: String,
+    /// The workspace root; empty: every absolute path is outside.
+    pub workspace_root: String,
+}
+
+/// The coordinator: creates runs, owns their actors, answers operators.
+#[derive(Clone)]
+pub struct Coordinator {
+    shared: Arc<Shared>,
+}
+
+/// State shared by the coordinator handle and every actor.
+pub(crate) struct Shared {
+    /// Where everything is committed.
+    store: Arc<dyn RunStore>,
+    /// The profiles runs may name.
+    profiles: Arc<ProfileRegistry>,
+    /// Wall-clock time that follows tokio's clock.
+    clock: Clock,
+    /// Settings.
+    config: CoordinatorConfig,
+    /// The mailbox of every live run's actor.
+    actors: Mutex<HashMap<String, mpsc::Sender<Command>>>,
+    /// Pending asks of every live run, keyed by (run_id, call_id).
+    asks: Mutex<BTreeMap<(String, String), PendingAsk>>,
+    /// Committed events, for watchers.
+    events: broadcast::Sender<Arc<Event>>,
+    /// Source of session ids.
+    next_session: AtomicU64,
+    /// Set once shutdown began: no new attaches.
+    closing: AtomicBool,
+}
+
+/// Locks a mutex even if a panicking thread poisoned it: the maps stay consistent because
+/// every critical section is a single insert or remove.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl Shared {
+    fn grace(&self) -> TimeDelta {
+        TimeDelta::from_std(self.config.reattach_grace).unwrap_or(TimeDelta::MAX)
+    }
+
+    fn publish(&self, events: Vec<Event>) {
+        for event in events {
+            // No watcher is not an error.
+            let _ = self.events.send(Arc::new(event));
+        }
+    }
+
+    fn ask_opened(&self, ask: PendingAsk) {
+        let key = (ask.request.run_id.clone(), ask.request.call_id.clone());
+        lock(&self.asks).insert(key, ask);
+    }
+
+    fn ask_closed(&self, run_id: &str, call_id: &str) {
+        lock(&self.asks).remove(&(run_id.to_string(), call_id.to_string()));
+    }
+
+    /// An actor ended: forget its mailbox and its asks (the store keeps them).
+    fn actor_stopped(&self, run_id: &str, calls: &HashMap<String, actor::CallState>) {
+        lock(&self.actors).remove(run_id);
+        let mut asks = lock(&self.asks);
+        for call_id in calls.keys() {
+            asks.remove(&(run_id.to_string(), call_id.clone()));
+        }
+    }
+
+    fn actor(&self, run_id: &str) -> Option<mpsc::Sender<Command>> {
+        lock(&self.actors).get(run_id).cloned()
+    }
+}
+
+impl Coordinator {
+    /// Starts the coordinator and restores every live run from the store; restored runs
+    /// wait for their workers to re-attach.
+    pub async fn start(
+        store: Arc<dyn RunStore>,
+        profiles: Arc<ProfileRegistry>,
+        config: CoordinatorConfig,
+    ) -> Result<Coordinator, StoreError> {
+        let (events, _) = broadcast::channel(EVENT_FEED);
+        let coordinator = Coordinator {
+            shared: Arc::new(Shared {
+                store,
+                profiles,
+                clock: Clock::new(),
+                config,
+                actors: Mutex::new(HashMap::new()),
+                asks: Mutex::new(BTreeMap::new()),
+                events,
+                next_session: AtomicU64::new(1),
+                closing: AtomicBool::new(false),
+            }),
+        };
+        let live = coordinator.shared.store.live_runs().await?;
+        let count = live.len();
+        for stored in live {
+            coordinator.restore(stored).await?;
+        }
+        info!(runs = count, "restored live runs");
+        Ok(coordinator)
+    }
+
+    /// The profiles this coordinator decides with.
+    pub fn profiles(&self) -> &ProfileRegistry {
+        &self.shared.profiles
+    }
+
+    /// The clock timestamps come from.
+    pub fn clock(&self) -> Clock {
+        self.shared.clock
+    }
+
+    /// Creates a pending run and its actor.
+    pub async fn start_run(&self, request: StartRequest) -> Result<Run, CoordinatorError> {
+        request
+            .validate()
+            .map_err(|e| CoordinatorError::InvalidArgument(e.to_string()))?;
+        let name = if request.policy_profile.is_empty() {
+            DEFAULT_PROFILE.to_string()
+        } else {
+            request.policy_profile.clone()
+        };
+        let profile = self.shared.profiles.get(&name).ok_or_else(|| {
+            CoordinatorError::InvalidArgument(format!("policy_profile: unknown profile {name:?}"))
+        })?;
+        let now = self.shared.clock.now();
+        let run = Run::new(uuid::Uuid::now_v7().to_string(), request, name, now);
+        let stall = StallTracker::new(profile.profile().termination.stall_threshold);
+        let event = Event {
+            run_id: run.id.clone(),
+            seq: 1,
+            kind: "run.created".into(),
+            at: now,
+            attributes: [
+                ("policy_profile", run.policy_profile.clone()),
+                ("task_id", run.task_id.clone()),
+                ("agent_id", run.agent_id.clone()),
+                ("project_id", run.project_id.clone()),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect(),
+        };
+        self.shared
+            .store
+            .commit(Commit {
+                run: run.clone(),
+                expected_version: None,
+                events: vec![event.clone()],
+                stall: Some(stall.clone()),
+            })
+            .await?;
+        self.shared.publish(vec![event]);
+        info!(run_id = %run.id, profile = %run.policy_profile, "run created");
+        self.spawn_actor(run.clone(), profile, stall, 2, HashMap::new(), None);
+        Ok(run)
+    }
+
+    fn spawn_actor(
+        &self,
+        run: Run,
+        profile: Arc<CompiledProfile>,
+        stall: StallTracker,
+        next_seq: u64,
+        calls: HashMap<String, actor::CallState>,
+        grace_deadline: Option<chrono::DateTime<chrono::Utc>>,
+    ) -> mpsc::Sender<Command> {
+        let (tx, rx) = mpsc::channel(ACTOR_QUEUE);
+        let phase = match run.status {
+            Status::QualityGate => Phase::Gate,
+            _ => Phase::Working,
+        };
+        let actor = RunActor {
+            shared: Arc::clone(&self.shared),
+            stored_version: run.version,
+            run,
+            profile,
+            stall,
+            next_seq,
+            calls,
+            session: None,
+            phase,
+            completion_note: String::new(),
+            grace_deadline,
+            pending_events: Vec::new(),
+            stall_changed: false,
+            deferred: Vec::new(),
+        };
+        for (call_id, call) in &actor.calls {
+            if let Some(actor::AskWait { asked_at, deadline }) = call.ask {
+                self.shared.ask_opened(PendingAsk {
+                    request: crate::domain::ToolCallRequest {
+                        run_id: actor.run.id.clone(),
+                        call_id: call_id.clone(),
+                        tool: call.tool.clone(),
+                        command: call.command.clone(),
+                        path: call.path.clone(),
+                    },
+                    reason: call.reason.clone(),
+                    asked_at,
+                    deadline,
+                });
+            }
+        }
+        lock(&self.shared.actors).insert(actor.run.id.clone(), tx.clone());
+        actor.spawn(rx);
+        tx
+    }
+
+    /// Rebuilds a live run's actor from the store; `None` when the run cannot go on. A run
+    /// whose profile no longer exists fails: deciding its calls under another profile
+    /// would be a guess.
+    async fn restore(
+        &self,
+        stored: StoredRun,
+    ) -> Result<Option<mpsc::Sender<Command>>, StoreError> {
+        let StoredRun { run, stall, events } = stored;
+        let next_seq = events.last().map_or(1, |e| e.seq + 1);
+        let Some(profile) = self.shared.profiles.get(&run.policy_profile) else {
+            self.fail_unrestorable(run, next_seq).await?;
+            return Ok(None);
+        };
+        let calls = restore::calls_from_log(&events);
+        let stall = stall
+            .unwrap_or_else(|| StallTracker::new(profile.profile().termination.stall_threshold));
+        // A running run's worker is gone with the old server: give it the full grace.
+        let grace =
+            (run.status != Status::Pending).then(|| self.shared.clock.now() + self.shared.grace());
+        Ok(Some(
+            self.spawn_actor(run, profile, stall, next_seq, calls, grace),
+        ))
+    }
+
+    async fn fail_unrestorable(&self, mut run: Run, seq: u64) -> Result<(), StoreError> {
+        let reason = format!("policy profile {:?} no longer exists", run.policy_profile);
+        warn!(run_id = %run.id, %reason, "failing a run at restore");
+        let expected_version = Some(run.version);
+        let now = self.shared.clock.now();
+        if run.transition(Status::Failed, now).is_err() {
+            return Ok(());
+        }
+        run.error = reason.clone();
+        let event = Event {
+            run_id: run.id.clone(),
+            seq,
+            kind: "run.failed".into(),
+            at: now,
+            attributes: [("reason".to_string(), reason)].into_iter().collect(),
+        };
+        self.shared
+            .store
+            .commit(Commit {
+                run,
+                expected_version,
+                events: vec![event.clone()],
+                stall: None,
+            })
+            .await?;
+        self.shared.publish(vec![event]);
+        Ok(())
+    }
+
+    /// The actor of a live run, restoring it from the store if it stopped (after a store
+    /// failure, say). Unknown → NOT_FOUND; over → FAILED_PRECONDITION.
+    async fn live_actor(&self, run_id: &str) -> Result<mpsc::Sender<Command>, CoordinatorError> {
+        if let Some(tx) = self.shared.actor(run_id) {
+            return Ok(tx);
+        }
+        let run = self.get_run(run_id).await?;
+        if run.status.is_terminal() {
+            return Err(CoordinatorError::FailedPrecondition(format!(
+                "run {run_id} is {}",
+                run.status
+            )));
+        }
+        let stored = self
+            .shared
+            .store
+            .live_runs()
+            .await?
+            .into_iter()
+            .find(|s| s.run.id == run_id)
+            .ok_or_else(|| CoordinatorError::NotFound(format!("run {run_id} not found")))?;
+        if let Some(tx) = self.shared.actor(run_id) {
+            return Ok(tx);
+        }
+        self.restore(stored).await?.ok_or_else(|| {
+            CoordinatorError::FailedPrecondition(format!("run {run_id} cannot be resumed"))
+        })
+    }
+
+    /// One run, as last committed.
+    pub async fn get_run(&self, run_id: &str) -> Result<Run, CoordinatorError> {
+        self.shared
+            .store
+            .get_run(run_id)
+            .await?
+            .ok_or_else(|| CoordinatorError::NotFound(format!("run {run_id} not found")))
+    }
+
+    /// Runs matching a query, newest first.
+    pub async fn list_runs(&self, query: RunQuery) -> Result<RunPage, CoordinatorError> {
+        Ok(self.shared.store.list_runs(query).await?)
+    }
+
+    /// A page of a run's log.
+    pub async fn list_events(
+        &self,
+        run_id: &str,
+        from_seq: u64,
+        limit: usize,
+    ) -> Result<Vec<Event>, CoordinatorError> {
+        self.get_run(run_id).await?;
+        Ok(self
+            .shared
+            .store
+            .list_events(run_id, from_seq.max(1), limit)
+            .await?)
+    }
+
+    /// Ends a run as cancelled and tells its worker.
+    pub async fn cancel_run(&self, run_id: &str, reason: String) -> Result<Run, CoordinatorError> {
+        let actor = self.live_actor(run_id).await?;
+        let (reply, answer) = oneshot::channel();
+        ask_actor(&actor, Command::Cancel { reason, reply }, answer).await
+    }
+
+    /// Pending asks, oldest first; of one run, or of all.
+    pub fn pending_asks(&self, run_id: Option<&str>) -> Vec<PendingAsk> {
+        let mut asks: Vec<PendingAsk> = lock(&self.shared.asks)
+            .values()
+            .filter(|a| run_id.is_none_or(|id| a.request.run_id == id))
+            .cloned()
+            .collect();
+        asks.sort_by_key(|a| a.asked_at);
+        asks
+    }
+
+    /// Answers a pending ask; the worker receives the final decision.
+    pub async fn resolve_ask(
+        &self,
+        run_id: &str,
+        call_id: &str,
+        decision: Decision,
+        reason: String,
+        resolver: String,
+    ) -> Result<ToolCallResponse, CoordinatorError> {
+        let actor = self.live_actor(run_id).await?;
+        let (reply, answer) = oneshot::channel();
+        let command = Command::Resolve {
+            call_id: call_id.to_string(),
+            decision,
+            reason,
+            resolver: if resolver.is_empty() {
+                "operator".into()
+            } else {
+                resolver
+            },
+            reply,
+        };
+        ask_actor(&actor, command, answer).await
+    }
+
+    /// Attaches a worker's stream to its run. `Attached` is already pushed when this
+    /// returns; the handle forwards the worker's messages.
+    pub async fn attach(
+        &self,
+        request: AttachRequest,
+        outbound: Outbound,
+    ) -> Result<SessionHandle, CoordinatorError> {
+        if self.shared.closing.load(Ordering::Acquire) {
+            return Err(CoordinatorError::Unavailable);
+        }
+        let actor = self.live_actor(&request.run_id).await?;
+        let session_id = self.shared.next_session.fetch_add(1, Ordering::Relaxed);
+        let session = Session {
+            id: session_id,
+            worker_id: request.worker_id,
+            workspace_root: (!request.workspace_root.is_empty()).then_some(request.workspace_root),
+            outbound,
+        };
+        let (reply, answer) = oneshot::channel();
+        ask_actor(&actor, Command::Attach { session, reply }, answer).await?;
+        Ok(SessionHandle { actor, session_id })
+    }
+
+    /// Stops every actor (telling attached workers to re-attach later) and waits for
+    /// them, at most `timeout`. Runs stay as committed; the next server restores them.
+    pub async fn shutdown(&self, timeout: Duration) {
+        self.shared.closing.store(true, Ordering::Release);
+        let actors: Vec<mpsc::Sender<Command>> =
+            lock(&self.shared.actors).values().cloned().collect();
+        for actor in &actors {
+            let _ = actor.try_send(Command::Shutdown);
+        }
+        let wait = async {
+            for actor in actors {
+                actor.closed().await;
+            }
+        };
+        if tokio::time::timeout(timeout, wait).await.is_err() {
+            warn!("some runs did not stop within the shutdown timeout");
+        }
+    }
+}
+
+/// Sends a command with a reply channel and waits for the answer.
+async fn ask_actor<T>(
+    actor: &mpsc::Sender<Command>,
+    command: Command,
+    answer: oneshot::Receiver<Result<T, CoordinatorError>>,
+) -> Result<T, CoordinatorError> {
+    actor
+        .send(command)
+        .await
+        .map_err(|_| CoordinatorError::Unavailable)?;
+    answer.await.map_err(|_| CoordinatorError::Unavailable)?
+}
+
+/// A worker's attached session: forwards its messages to the run's actor.
+pub struct SessionHandle {
+    /// The run's actor.
+    actor: mpsc::Sender<Command>,
+    /// This attach, so messages from a replaced session are ignored.
+    session_id: u64,
+}
+
+impl SessionHandle {
+    /// Forwards one message; false once the run's actor is gone.
+    pub async fn send(&self, input: WorkerInput) -> bool {
+        self.actor
+            .send(Command::Worker {
+                session_id: self.session_id,
+                input,
+            })
+            .await
+            .is_ok()
+    }
+
+    /// Tells the actor the stream ended.
+    pub async fn detach(self) {
+        let _ = self
+            .actor
+            .send(Command::Detach {
+                session_id: self.session_id,
+            })
+            .await;
+    }
+}

@@ -1,0 +1,66 @@
+//! Rebuilds a run's actor state from what the store holds: the run row, the stall tracker,
+//! and the event log (the record of every decided call).
+
+use std::collections::HashMap;
+
+use chrono::{DateTime, Utc};
+
+use super::actor::{AskWait, CallState};
+use crate::domain::Decision;
+use crate::store::Event;
+
+/// The calls of a run as its log tells them.
+pub(super) fn calls_from_log(events: &[Event]) -> HashMap<String, CallState> {
+    let mut calls: HashMap<String, CallState> = HashMap::new();
+    for event in events {
+        let attr = |key: &str| event.attributes.get(key).cloned().unwrap_or_default();
+        let call_id = attr("call_id");
+        if call_id.is_empty() {
+            continue;
+        }
+        match event.kind.as_str() {
+            "run.toolcall.approved" | "run.toolcall.denied" | "run.toolcall.asked" => {
+                let decision = attr("decision").parse().unwrap_or(Decision::Deny);
+                let deadline = attr("deadline");
+                calls.insert(
+                    call_id,
+                    CallState {
+                        tool: attr("tool"),
+                        command: attr("command"),
+                        path: attr("path"),
+                        decision,
+                        reason: attr("reason"),
+                        ask: (decision == Decision::Ask).then(|| AskWait {
+                            asked_at: event.at,
+                            // A deadline that cannot be read expires at once: an unreadable
+                            // log never keeps a call waiting longer than it was meant to.
+                            deadline: (!deadline.is_empty())
+                                .then(|| parse_time(&deadline).unwrap_or(event.at)),
+                        }),
+                        result_recorded: false,
+                    },
+                );
+            }
+            "run.toolcall.resolved" => {
+                if let Some(call) = calls.get_mut(&call_id) {
+                    call.decision = attr("decision").parse().unwrap_or(Decision::Deny);
+                    call.reason = attr("reason");
+                    call.ask = None;
+                }
+            }
+            "run.toolcall.result" => {
+                if let Some(call) = calls.get_mut(&call_id) {
+                    call.result_recorded = true;
+                }
+            }
+            _ => {}
+        }
+    }
+    calls
+}
+
+fn parse_time(text: &str) -> Option<DateTime<Utc>> {
+    DateTime::parse_from_rfc3339(text)
+        .ok()
+        .map(|t| t.with_timezone(&Utc))
+}

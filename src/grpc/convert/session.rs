@@ -1,0 +1,177 @@
+//! Conversions for the worker session, the event log and pending asks.
+
+use super::{status_from_proto, timestamp, ConvertError};
+use crate::coordinator::{
+    AttachRequest, DeliveryOutcome, GateOutcome, PendingAsk, Push, RunCompletion, SessionError,
+    WorkerInput,
+};
+use crate::domain::{Status, ToolCallRequest, ToolCallResult};
+use crate::grpc::pb;
+use crate::grpc::pb::coordinator_message::Message as Out;
+use crate::grpc::pb::worker_message::Message as In;
+use crate::store::Event;
+
+impl TryFrom<pb::Attach> for AttachRequest {
+    type Error = ConvertError;
+
+    fn try_from(attach: pb::Attach) -> Result<AttachRequest, ConvertError> {
+        Ok(AttachRequest {
+            run_id: super::required("attach.run_id", attach.run_id)?,
+            worker_id: attach.worker_id,
+            token: attach.token,
+            workspace_root: attach.workspace_root,
+        })
+    }
+}
+
+fn invalid(call_id: &str, err: ConvertError) -> SessionError {
+    SessionError::invalid(call_id, err.to_string())
+}
+
+/// A worker message after the first. An error is answered in-stream; the session goes on.
+pub fn worker_input(message: pb::WorkerMessage) -> Result<WorkerInput, SessionError> {
+    match message.message {
+        None => Err(SessionError::invalid("", "message: empty WorkerMessage")),
+        Some(In::Attach(_)) => Err(SessionError::precondition(
+            "",
+            "attach: the session is already attached; open a new stream to attach again",
+        )),
+        Some(In::ToolCallRequest(request)) => {
+            let call_id = request.call_id.clone();
+            ToolCallRequest::try_from(request)
+                .map(WorkerInput::ToolCall)
+                .map_err(|e| invalid(&call_id, e))
+        }
+        Some(In::ToolCallResult(result)) => {
+            let call_id = result.call_id.clone();
+            ToolCallResult::try_from(result)
+                .map(WorkerInput::Result)
+                .map_err(|e| invalid(&call_id, e))
+        }
+        Some(In::Complete(complete)) => {
+            let status = status_from_proto("complete.status", complete.status)
+                .map_err(|e| invalid("", e))?
+                .ok_or_else(|| {
+                    SessionError::invalid("", "complete.status: must be COMPLETED or FAILED")
+                })?;
+            Ok(WorkerInput::Complete(RunCompletion {
+                status,
+                output: complete.output,
+                error: complete.error,
+            }))
+        }
+        Some(In::QualityGateResult(gate)) => Ok(WorkerInput::GateResult(GateOutcome {
+            tests_passed: gate.tests_passed,
+            lint_passed: gate.lint_passed,
+            test_output: gate.test_output,
+            lint_output: gate.lint_output,
+            error: gate.error,
+        })),
+        Some(In::DeliveryResult(delivery)) => Ok(WorkerInput::Delivery(DeliveryOutcome {
+            success: delivery.success,
+            patch_path: delivery.patch_path,
+            commit_hash: delivery.commit_hash,
+            branch_name: delivery.branch_name,
+            pr_url: delivery.pr_url,
+            error: delivery.error,
+        })),
+        Some(In::Heartbeat(_)) => Ok(WorkerInput::Heartbeat),
+    }
+}
+
+fn status(status: Status) -> i32 {
+    pb::RunStatus::from(status).into()
+}
+
+/// A push as the wire message; `None` for `Close`, which ends the stream instead.
+pub fn coordinator_message(push: Push) -> Option<pb::CoordinatorMessage> {
+    let message = match push {
+        Push::Attached {
+            run,
+            limits,
+            resumed,
+        } => Out::Attached(pb::Attached {
+            run: Some(pb::Run::from(&run)),
+            limits: Some(pb::TerminationCondition::from(&limits)),
+            resumed,
+        }),
+        Push::Decision(response) => Out::ToolCallResponse(pb::ToolCallResponse::from(&response)),
+        Push::ResultAck {
+            call_id,
+            step_count,
+            cost_usd,
+        } => Out::ResultAck(pb::ResultAck {
+            call_id,
+            step_count,
+            cost_usd,
+        }),
+        Push::Cancel { reason } => Out::Cancel(pb::Cancel { reason }),
+        Push::Terminate { status: s, reason } => Out::Terminate(pb::Terminate {
+            status: status(s),
+            reason,
+        }),
+        Push::QualityGate {
+            run_tests,
+            run_lint,
+            test_command,
+            lint_command,
+        } => Out::QualityGateRequest(pb::QualityGateRequest {
+            run_tests,
+            run_lint,
+            test_command,
+            lint_command,
+        }),
+        Push::Deliver {
+            mode,
+            commit_message,
+        } => Out::DeliverRequest(pb::DeliverRequest {
+            mode: pb::DeliverMode::from(Some(mode)).into(),
+            commit_message,
+        }),
+        Push::Finished(run) => Out::Finished(pb::Finished {
+            run: Some(pb::Run::from(&run)),
+        }),
+        Push::Error(error) => Out::Error(session_error(error)),
+        Push::Heartbeat(s) => Out::Heartbeat(pb::HeartbeatReply { status: status(s) }),
+        Push::Close(_) => return None,
+    };
+    Some(pb::CoordinatorMessage {
+        message: Some(message),
+    })
+}
+
+/// An in-stream error as the wire message.
+pub fn session_error(error: SessionError) -> pb::SessionError {
+    pb::SessionError {
+        call_id: error.call_id,
+        code: error.code.to_string(),
+        message: error.message,
+    }
+}
+
+impl From<&Event> for pb::RunEvent {
+    fn from(event: &Event) -> pb::RunEvent {
+        pb::RunEvent {
+            run_id: event.run_id.clone(),
+            seq: event.seq,
+            r#type: event.kind.clone(),
+            at: Some(timestamp(event.at)),
+            attributes: event
+                .attributes
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+        }
+    }
+}
+
+impl From<&PendingAsk> for pb::PendingAsk {
+    fn from(ask: &PendingAsk) -> pb::PendingAsk {
+        pb::PendingAsk {
+            request: Some(pb::ToolCallRequest::from(&ask.request)),
+            reason: ask.reason.clone(),
+            asked_at: Some(timestamp(ask.asked_at)),
+            deadline: ask.deadline.map(timestamp),
+        }
+    }
+}

@@ -1,0 +1,203 @@
+//! `RunService`: what operators call. Thin: convert, call the coordinator, convert back.
+
+use std::pin::Pin;
+
+use chrono::DateTime;
+use tokio_stream::wrappers::ReceiverStream;
+use tokio_stream::{Stream, StreamExt};
+use tonic::{Request, Response, Status};
+
+use crate::coordinator::Coordinator;
+use crate::domain::StartRequest;
+use crate::grpc::convert::{decision_from_proto, status_from_proto};
+use crate::grpc::pb;
+use crate::store::{PageCursor, RunQuery};
+
+/// Runs per page when the request leaves page_size at 0.
+const DEFAULT_RUNS_PAGE: usize = 50;
+/// Events per page when the request leaves page_size at 0.
+const DEFAULT_EVENTS_PAGE: usize = 100;
+/// The largest page either list returns.
+const MAX_PAGE: usize = 1000;
+
+/// Serves operators.
+pub struct RunApi {
+    /// The coordinator every call goes through.
+    pub coordinator: Coordinator,
+}
+
+fn required(field: &str, value: &str) -> Result<(), Status> {
+    if value.is_empty() {
+        Err(Status::invalid_argument(format!("{field}: required")))
+    } else {
+        Ok(())
+    }
+}
+
+/// A page size from the wire: 0 means the default, negative is refused, large is capped.
+fn page_size(value: i32, default: usize) -> Result<usize, Status> {
+    match usize::try_from(value) {
+        Ok(0) => Ok(default),
+        Ok(n) => Ok(n.min(MAX_PAGE)),
+        Err(_) => Err(Status::invalid_argument(format!(
+            "page_size: must be >= 0, got {value}"
+        ))),
+    }
+}
+
+/// Page tokens are `<created_at unix micros>:<run id>` — opaque to clients, stable for us.
+fn encode_token(cursor: &PageCursor) -> String {
+    format!("{}:{}", cursor.created_at.timestamp_micros(), cursor.id)
+}
+
+fn decode_token(token: &str) -> Result<Option<PageCursor>, Status> {
+    if token.is_empty() {
+        return Ok(None);
+    }
+    let malformed = || Status::invalid_argument("page_token: malformed; pass a next_page_token");
+    let (micros, id) = token.split_once(':').ok_or_else(malformed)?;
+    let micros: i64 = micros.parse().map_err(|_| malformed())?;
+    let created_at = DateTime::from_timestamp_micros(micros).ok_or_else(malformed)?;
+    if id.is_empty() {
+        return Err(malformed());
+    }
+    Ok(Some(PageCursor {
+        created_at,
+        id: id.to_string(),
+    }))
+}
+
+type EventStream = Pin<Box<dyn Stream<Item = Result<pb::RunEvent, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl pb::run_service_server::RunService for RunApi {
+    async fn start_run(
+        &self,
+        request: Request<pb::StartRequest>,
+    ) -> Result<Response<pb::StartRunResponse>, Status> {
+        let request = StartRequest::try_from(request.into_inner())?;
+        let run = self.coordinator.start_run(request).await?;
+        Ok(Response::new(pb::StartRunResponse {
+            run: Some(pb::Run::from(&run)),
+            worker_token: String::new(),
+        }))
+    }
+
+    async fn get_run(
+        &self,
+        request: Request<pb::GetRunRequest>,
+    ) -> Result<Response<pb::Run>, Status> {
+        let run_id = request.into_inner().run_id;
+        required("run_id", &run_id)?;
+        let run = self.coordinator.get_run(&run_id).await?;
+        Ok(Response::new(pb::Run::from(&run)))
+    }
+
+    async fn list_runs(
+        &self,
+        request: Request<pb::ListRunsRequest>,
+    ) -> Result<Response<pb::ListRunsResponse>, Status> {
+        let request = request.into_inner();
+        let non_empty = |s: String| (!s.is_empty()).then_some(s);
+        let query = RunQuery {
+            status: status_from_proto("status", request.status)?,
+            limit: page_size(request.page_size, DEFAULT_RUNS_PAGE)?,
+            after: decode_token(&request.page_token)?,
+            task_id: non_empty(request.task_id),
+            project_id: non_empty(request.project_id),
+            agent_id: non_empty(request.agent_id),
+        };
+        let page = self.coordinator.list_runs(query).await?;
+        Ok(Response::new(pb::ListRunsResponse {
+            runs: page.runs.iter().map(pb::Run::from).collect(),
+            next_page_token: page.next.as_ref().map(encode_token).unwrap_or_default(),
+        }))
+    }
+
+    async fn cancel_run(
+        &self,
+        request: Request<pb::CancelRunRequest>,
+    ) -> Result<Response<pb::Run>, Status> {
+        let request = request.into_inner();
+        required("run_id", &request.run_id)?;
+        let run = self
+            .coordinator
+            .cancel_run(&request.run_id, request.reason)
+            .await?;
+        Ok(Response::new(pb::Run::from(&run)))
+    }
+
+    type WatchRunStream = EventStream;
+
+    async fn watch_run(
+        &self,
+        request: Request<pb::WatchRunRequest>,
+    ) -> Result<Response<EventStream>, Status> {
+        let request = request.into_inner();
+        required("run_id", &request.run_id)?;
+        // Refuse an unknown run with a status rather than an empty stream.
+        self.coordinator.get_run(&request.run_id).await?;
+        let events = self.coordinator.watch(request.run_id, request.from_seq);
+        let stream = ReceiverStream::new(events).map(|item| match item {
+            Ok(event) => Ok(pb::RunEvent::from(&event)),
+            Err(err) => Err(Status::from(err)),
+        });
+        Ok(Response::new(Box::pin(stream)))
+    }
+
+    async fn list_run_events(
+        &self,
+        request: Request<pb::ListRunEventsRequest>,
+    ) -> Result<Response<pb::ListRunEventsResponse>, Status> {
+        let request = request.into_inner();
+        required("run_id", &request.run_id)?;
+        let limit = page_size(request.page_size, DEFAULT_EVENTS_PAGE)?;
+        let from_seq = request.from_seq.max(1);
+        let events = self
+            .coordinator
+            .list_events(&request.run_id, from_seq, limit)
+            .await?;
+        let next_seq = events.last().map_or(from_seq, |e| e.seq + 1);
+        Ok(Response::new(pb::ListRunEventsResponse {
+            events: events.iter().map(pb::RunEvent::from).collect(),
+            next_seq,
+        }))
+    }
+
+    async fn list_pending_asks(
+        &self,
+        request: Request<pb::ListPendingAsksRequest>,
+    ) -> Result<Response<pb::ListPendingAsksResponse>, Status> {
+        let run_id = request.into_inner().run_id;
+        if !run_id.is_empty() {
+            self.coordinator.get_run(&run_id).await?;
+        }
+        let asks = self
+            .coordinator
+            .pending_asks((!run_id.is_empty()).then_some(run_id.as_str()));
+        Ok(Response::new(pb::ListPendingAsksResponse {
+            asks: asks.iter().map(pb::PendingAsk::from).collect(),
+        }))
+    }
+
+    async fn resolve_ask(
+        &self,
+        request: Request<pb::ResolveAskRequest>,
+    ) -> Result<Response<pb::ToolCallResponse>, Status> {
+        let request = request.into_inner();
+        required("run_id", &request.run_id)?;
+        required("call_id", &request.call_id)?;
+        let decision = decision_from_proto("decision", request.decision)?;
+        let response = self
+            .coordinator
+            .resolve_ask(
+                &request.run_id,
+                &request.call_id,
+                decision,
+                request.reason,
+                request.resolver,
+            )
+            .await?;
+        Ok(Response::new(pb::ToolCallResponse::from(&response)))
+    }
+}

@@ -1,0 +1,284 @@
+//! A profile prepared for evaluation: globs built once, command entries split into words,
+//! and the three-valued matching of one rule against one part of a call.
+
+use globset::{Glob, GlobBuilder, GlobMatcher, GlobSet, GlobSetBuilder};
+
+use super::error::PolicyError;
+use super::path::WorkspacePath;
+use super::profile::{PermissionRule, PolicyProfile};
+use super::words::Word;
+use crate::domain::Decision;
+
+/// A path glob: `*` and `?` stay within a segment, `**` spans segments. A leading `./` is
+/// dropped because paths are normalised without it.
+pub(crate) fn path_glob(pattern: &str) -> Result<Glob, String> {
+    let pattern = pattern.strip_prefix("./").unwrap_or(pattern);
+    GlobBuilder::new(pattern)
+        .literal_separator(true)
+        .backslash_escape(true)
+        .build()
+        .map_err(|e| e.kind().to_string())
+}
+
+/// A command glob: a command is one line of words, so `*` matches anything, `/` included.
+pub(crate) fn command_glob(pattern: &str) -> Result<Glob, String> {
+    GlobBuilder::new(pattern)
+        .literal_separator(false)
+        .backslash_escape(true)
+        .build()
+        .map_err(|e| e.kind().to_string())
+}
+
+/// Whether something holds, may hold, or does not: a part of a command that is only known
+/// at run time *may* match. Allow rules need `Yes`; deny and ask rules take `Maybe`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Tri {
+    No,
+    Maybe,
+    Yes,
+}
+
+impl Tri {
+    fn from_bool(b: bool) -> Self {
+        if b {
+            Tri::Yes
+        } else {
+            Tri::No
+        }
+    }
+
+    fn not(self) -> Self {
+        match self {
+            Tri::No => Tri::Yes,
+            Tri::Maybe => Tri::Maybe,
+            Tri::Yes => Tri::No,
+        }
+    }
+}
+
+/// The command of a part, as far as rules are concerned.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum CommandArg<'a> {
+    /// No command: satisfies every command constraint.
+    None,
+    Words(&'a [Word]),
+    /// Not known before it runs: only rules without a command constraint apply.
+    Indeterminate,
+}
+
+/// The path of a part, as far as rules are concerned.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum PathArg<'a> {
+    /// No path: satisfies every path constraint.
+    None,
+    Known(&'a WorkspacePath),
+    /// A write whose target is not known before it runs.
+    Unknown,
+}
+
+/// One part of a call, as a rule sees it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Subject<'a> {
+    pub tool: &'a str,
+    pub command: CommandArg<'a>,
+    pub path: PathArg<'a>,
+}
+
+pub(crate) struct CompiledRule {
+    pub tool: String,
+    pub decision: Decision,
+    sub_pattern: Option<SubPattern>,
+    path_allow: Option<GlobSet>,
+    path_deny: Option<GlobSet>,
+    command_allow: Vec<Vec<String>>,
+    command_deny: Vec<Vec<String>>,
+}
+
+struct SubPattern {
+    matcher: GlobMatcher,
+    /// The pattern's text before its first glob character: every match starts with it.
+    literal_prefix: String,
+}
+
+/// A validated profile ready to evaluate calls. Cheap to share (`Send + Sync`).
+pub struct CompiledProfile {
+    pub(crate) profile: PolicyProfile,
+    pub(crate) rules: Vec<CompiledRule>,
+}
+
+impl std::fmt::Debug for CompiledProfile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CompiledProfile")
+            .field("name", &self.profile.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl CompiledProfile {
+    /// Validates and prepares a profile.
+    pub fn compile(profile: PolicyProfile) -> Result<Self, PolicyError> {
+        profile.validate()?;
+        let rules = profile
+            .rules
+            .iter()
+            .enumerate()
+            .map(|(i, rule)| compile_rule(i, rule))
+            .collect::<Result<_, _>>()?;
+        Ok(Self { profile, rules })
+    }
+
+    /// The profile as written.
+    pub fn profile(&self) -> &PolicyProfile {
+        &self.profile
+    }
+}
+
+fn compile_rule(i: usize, rule: &PermissionRule) -> Result<CompiledRule, PolicyError> {
+    let glob_error = |field: String, pattern: &str, e: String| {
+        PolicyError::new(field, format!("invalid glob {pattern:?}: {e}"))
+    };
+    let sub_pattern = match &rule.specifier.sub_pattern {
+        None => None,
+        Some(p) => Some(SubPattern {
+            matcher: command_glob(p)
+                .map_err(|e| glob_error(format!("rules[{i}].specifier.sub_pattern"), p, e))?
+                .compile_matcher(),
+            literal_prefix: p
+                .chars()
+                .take_while(|c| !matches!(c, '*' | '?' | '[' | '{' | '\\'))
+                .collect(),
+        }),
+    };
+    let set = |list: &str, patterns: &[String]| -> Result<Option<GlobSet>, PolicyError> {
+        if patterns.is_empty() {
+            return Ok(None);
+        }
+        let mut builder = GlobSetBuilder::new();
+        for (j, p) in patterns.iter().enumerate() {
+            builder.add(
+                path_glob(p).map_err(|e| glob_error(format!("rules[{i}].{list}[{j}]"), p, e))?,
+            );
+        }
+        builder
+            .build()
+            .map(Some)
+            .map_err(|e| PolicyError::new(format!("rules[{i}].{list}"), e.to_string()))
+    };
+    let entries = |list: &[String]| -> Vec<Vec<String>> {
+        list.iter()
+            .map(|e| e.split_whitespace().map(str::to_string).collect())
+            .collect()
+    };
+    Ok(CompiledRule {
+        tool: rule.specifier.tool.clone(),
+        decision: rule.decision,
+        sub_pattern,
+        path_allow: set("path_allow", &rule.path_allow)?,
+        path_deny: set("path_deny", &rule.path_deny)?,
+        command_allow: entries(&rule.command_allow),
+        command_deny: entries(&rule.command_deny),
+    })
+}
+
+impl CompiledRule {
+    fn has_command_constraint(&self) -> bool {
+        self.sub_pattern.is_some()
+            || !self.command_allow.is_empty()
+            || !self.command_deny.is_empty()
+    }
+
+    /// Whether the rule matches the subject (its tool already compared equal).
+    pub(crate) fn matches(&self, subject: &Subject<'_>) -> Tri {
+        let command = match subject.command {
+            CommandArg::None => match &self.sub_pattern {
+                Some(p) => Tri::from_bool(p.matcher.is_match("")),
+                None => Tri::Yes,
+            },
+            CommandArg::Indeterminate if self.has_command_constraint() => Tri::No,
+            CommandArg::Indeterminate => Tri::Yes,
+            CommandArg::Words(words) => self.command_matches(words),
+        };
+        if command == Tri::No {
+            return Tri::No;
+        }
+        command.min(self.path_matches(subject.path))
+    }
+
+    fn command_matches(&self, words: &[Word]) -> Tri {
+        let sub = match &self.sub_pattern {
+            Some(p) => sub_pattern_matches(p, words),
+            None => Tri::Yes,
+        };
+        let denied = any(&self.command_deny, words);
+        let allowed = if self.command_allow.is_empty() {
+            Tri::Yes
+        } else {
+            any(&self.command_allow, words)
+        };
+        sub.min(denied.not()).min(allowed)
+    }
+
+    fn path_matches(&self, path: PathArg<'_>) -> Tri {
+        let constrained = self.path_allow.is_some() || self.path_deny.is_some();
+        match path {
+            PathArg::None => Tri::Yes,
+            // Like an indeterminate command: only rules without a path constraint apply.
+            PathArg::Unknown => Tri::from_bool(!constrained),
+            PathArg::Known(p) => {
+                let p = p.as_str();
+                let denied = self.path_deny.as_ref().is_some_and(|s| s.is_match(p));
+                let allowed = self.path_allow.as_ref().is_none_or(|s| s.is_match(p));
+                Tri::from_bool(!denied && allowed)
+            }
+        }
+    }
+}
+
+/// The strongest match of any entry.
+fn any(entries: &[Vec<String>], words: &[Word]) -> Tri {
+    let mut best = Tri::No;
+    for entry in entries {
+        best = best.max(entry_matches(entry, words));
+        if best == Tri::Yes {
+            break;
+        }
+    }
+    best
+}
+
+/// An entry matches a command whose first words are the entry's words. A word not known
+/// before it runs (which may also become several words, or none) may match.
+fn entry_matches(entry: &[String], words: &[Word]) -> Tri {
+    for (k, expected) in entry.iter().enumerate() {
+        match words.get(k) {
+            None => return Tri::No,
+            Some(w) => match w.exact() {
+                Some(actual) if actual == expected => {}
+                Some(_) => return Tri::No,
+                None => return Tri::Maybe,
+            },
+        }
+    }
+    Tri::Yes
+}
+
+fn sub_pattern_matches(pattern: &SubPattern, words: &[Word]) -> Tri {
+    let mut line = String::new();
+    for (k, w) in words.iter().enumerate() {
+        let Some(text) = w.exact() else {
+            // Everything from here on is unknown: a match is possible only if the known
+            // start of the line and the pattern's literal start agree.
+            if k > 0 {
+                line.push(' ');
+            }
+            let prefix = &pattern.literal_prefix;
+            let agree = line.starts_with(prefix.as_str()) || prefix.starts_with(line.as_str());
+            return if agree { Tri::Maybe } else { Tri::No };
+        };
+        if k > 0 {
+            line.push(' ');
+        }
+        line.push_str(text);
+    }
+    Tri::from_bool(pattern.matcher.is_match(&line))
+}

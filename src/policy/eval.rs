@@ -1,0 +1,269 @@
+//! Evaluation of one tool call: split it into parts, judge each by first match, and take
+//! the strictest. Only the deciding part's reason is written out, so a long command
+//! line costs one message, not one per part.
+
+use serde::Serialize;
+
+use super::compile::{CommandArg, CompiledProfile, PathArg, Subject, Tri};
+use super::path::{locate, WorkspacePath};
+use super::shell::{analyse, Part, Restriction};
+use super::words::Word;
+use crate::domain::Decision;
+
+/// The tool whose command is a shell command line.
+const SHELL_TOOL: &str = "Bash";
+/// The tool a redirection is judged as.
+const WRITE_TOOL: &str = "Write";
+
+/// A tool use a worker asks about. Empty `command`/`path` mean none.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ToolCall<'a> {
+    /// The tool name (`Bash`, `Edit`, …).
+    pub tool: &'a str,
+    /// The command (a shell command line for `Bash`).
+    pub command: &'a str,
+    /// The file the tool works on.
+    pub path: &'a str,
+    /// The run's workspace root (absolute), if the worker named one.
+    pub workspace_root: Option<&'a str>,
+}
+
+/// The answer to a tool call and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Verdict {
+    /// What the worker may do.
+    pub decision: Decision,
+    /// A sentence for the operator and the agent.
+    pub reason: String,
+    /// The rule that decided; `None` when the mode default did.
+    pub rule_index: Option<usize>,
+    /// For a shell command: the simple command or redirection that decided.
+    pub part: Option<String>,
+}
+
+/// Why allow rules may not apply to a subject.
+#[derive(Debug, Clone)]
+enum Caveat {
+    Restricted(Restriction),
+    Indeterminate(&'static str),
+    Outside(String),
+    UnknownTarget,
+}
+
+impl std::fmt::Display for Caveat {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Caveat::Restricted(Restriction::Assignment) => f.write_str("it sets shell variables"),
+            Caveat::Restricted(Restriction::PathName) => f.write_str("its command name is a path"),
+            Caveat::Indeterminate(why) => write!(f, "it is indeterminate ({why})"),
+            Caveat::Outside(path) => write!(f, "the path {path} is outside the workspace"),
+            Caveat::UnknownTarget => f.write_str("its target is not known before it runs"),
+        }
+    }
+}
+
+/// The outcome for one subject, before it is put into words.
+struct Judgement {
+    decision: Decision,
+    /// The deciding rule and how surely it matched.
+    rule: Option<(usize, Tri)>,
+    caveat: Option<Caveat>,
+    /// An allow rule that matched but was passed over because of the caveat.
+    passed_over: Option<usize>,
+}
+
+impl CompiledProfile {
+    /// Decides a tool call. Pure: no I/O, no clock.
+    pub fn evaluate(&self, call: &ToolCall<'_>) -> Verdict {
+        let located = (!call.path.is_empty()).then(|| locate(call.path, call.workspace_root));
+        let path = located.as_ref().map_or(PathArg::None, PathArg::Known);
+        let outside = || {
+            located
+                .as_ref()
+                .filter(|p| p.is_outside())
+                .map(|p| Caveat::Outside(p.as_str().to_string()))
+        };
+        if call.tool != SHELL_TOOL || call.command.trim().is_empty() {
+            let words: Vec<Word> = call.command.split_whitespace().map(Word::literal).collect();
+            let subject = Subject {
+                tool: call.tool,
+                command: if words.is_empty() {
+                    CommandArg::None
+                } else {
+                    CommandArg::Words(&words)
+                },
+                path,
+            };
+            let judgement = self.judge(&subject, outside());
+            let what = describe(call.tool, call.command, located.as_ref());
+            return self.verdict(judgement, &what, None);
+        }
+        let parts = analyse(call.command);
+        let mut best: Option<(&Part, Judgement)> = None;
+        for part in &parts {
+            let judgement = self.judge_part(part, path, outside(), call.workspace_root);
+            if best
+                .as_ref()
+                .is_none_or(|(_, b)| judgement.decision > b.decision)
+            {
+                let deny = judgement.decision == Decision::Deny;
+                best = Some((part, judgement));
+                if deny {
+                    break;
+                }
+            }
+        }
+        match best {
+            Some((part, judgement)) => {
+                let what = match part {
+                    Part::Write { text, .. } => {
+                        format!("the write {text:?} (judged as {WRITE_TOOL})")
+                    }
+                    _ => format!("{:?}", part.text()),
+                };
+                self.verdict(judgement, &what, Some(part.text().to_string()))
+            }
+            None => {
+                // Only comments: nothing runs; judge the bare tool.
+                let subject = Subject {
+                    tool: SHELL_TOOL,
+                    command: CommandArg::None,
+                    path,
+                };
+                self.verdict(self.judge(&subject, outside()), "an empty command", None)
+            }
+        }
+    }
+
+    fn judge_part(
+        &self,
+        part: &Part,
+        path: PathArg<'_>,
+        outside: Option<Caveat>,
+        workspace_root: Option<&str>,
+    ) -> Judgement {
+        match part {
+            Part::Command {
+                words, restriction, ..
+            } => {
+                let subject = Subject {
+                    tool: SHELL_TOOL,
+                    command: CommandArg::Words(words),
+                    path,
+                };
+                self.judge(&subject, restriction.map(Caveat::Restricted).or(outside))
+            }
+            Part::Indeterminate { why, .. } => {
+                let subject = Subject {
+                    tool: SHELL_TOOL,
+                    command: CommandArg::Indeterminate,
+                    path,
+                };
+                self.judge(&subject, Some(Caveat::Indeterminate(why)))
+            }
+            Part::Write { target, .. } => {
+                let located = target.as_deref().map(|t| locate(t, workspace_root));
+                let caveat = match &located {
+                    None => Some(Caveat::UnknownTarget),
+                    Some(WorkspacePath::Outside(p)) => Some(Caveat::Outside(p.clone())),
+                    Some(WorkspacePath::Inside(_)) => None,
+                };
+                let subject = Subject {
+                    tool: WRITE_TOOL,
+                    command: CommandArg::None,
+                    path: located.as_ref().map_or(PathArg::Unknown, PathArg::Known),
+                };
+                self.judge(&subject, caveat)
+            }
+        }
+    }
+
+    /// First match over the rules for one subject. With a caveat, allow rules are passed
+    /// over and an allowing mode default becomes ask.
+    fn judge(&self, subject: &Subject<'_>, caveat: Option<Caveat>) -> Judgement {
+        let mut passed_over = None;
+        for (i, rule) in self.rules.iter().enumerate() {
+            if rule.tool != subject.tool {
+                continue;
+            }
+            let matched = rule.matches(subject);
+            let applies = match rule.decision {
+                Decision::Allow => matched == Tri::Yes,
+                Decision::Ask | Decision::Deny => matched != Tri::No,
+            };
+            if !applies {
+                continue;
+            }
+            if rule.decision == Decision::Allow && caveat.is_some() {
+                passed_over.get_or_insert(i);
+                continue;
+            }
+            return Judgement {
+                decision: rule.decision,
+                rule: Some((i, matched)),
+                caveat,
+                passed_over,
+            };
+        }
+        let mut decision = self.profile.mode.unmatched_decision();
+        if decision == Decision::Allow && caveat.is_some() {
+            decision = Decision::Ask;
+        }
+        Judgement {
+            decision,
+            rule: None,
+            caveat,
+            passed_over,
+        }
+    }
+
+    fn verdict(&self, j: Judgement, what: &str, part: Option<String>) -> Verdict {
+        let reason = match (&j.rule, &j.caveat) {
+            (Some((i, matched)), caveat) => {
+                let how = if *matched == Tri::Maybe {
+                    "may match"
+                } else {
+                    "matches"
+                };
+                let rule = &self.rules[*i];
+                let mut reason =
+                    format!("rules[{i}] ({} {}) {how} {what}", rule.tool, rule.decision);
+                if let Some(c) = caveat {
+                    reason.push_str(&format!("; {c}"));
+                }
+                reason
+            }
+            (None, Some(c))
+                if j.decision == Decision::Ask
+                    && self.profile.mode.unmatched_decision() == Decision::Allow =>
+            {
+                let passed = j
+                    .passed_over
+                    .map(|i| format!(" (rules[{i}] would allow it)"))
+                    .unwrap_or_default();
+                format!("{what} is never allowed because {c}{passed}; no deny or ask rule matches, so ask")
+            }
+            (None, _) => {
+                let mode = self.profile.mode;
+                format!("no rule matches {what}; mode {mode} gives {}", j.decision)
+            }
+        };
+        Verdict {
+            decision: j.decision,
+            reason,
+            rule_index: j.rule.map(|(i, _)| i),
+            part,
+        }
+    }
+}
+
+fn describe(tool: &str, command: &str, path: Option<&WorkspacePath>) -> String {
+    let mut what = tool.to_string();
+    if !command.is_empty() {
+        what.push_str(&format!(" {command:?}"));
+    }
+    if let Some(p) = path {
+        what.push_str(&format!(" of {}", p.as_str()));
+    }
+    what
+}

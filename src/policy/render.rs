@@ -1,0 +1,101 @@
+//! A profile as a TOML file that loads back to the same profile (for `policy show`).
+
+use std::fmt::Write as _;
+
+use super::profile::{PermissionRule, PolicyProfile};
+
+/// The profile as TOML in the policy-file format, rules in order.
+pub fn profile_to_toml(p: &PolicyProfile) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "name = {}", string(&p.name));
+    let _ = writeln!(out, "description = {}", string(&p.description));
+    let _ = writeln!(out, "mode = {}", string(p.mode.as_str()));
+    for rule in &p.rules {
+        out.push('\n');
+        write_rule(&mut out, rule);
+    }
+    let g = &p.quality_gate;
+    let _ = writeln!(out, "\n[quality_gate]");
+    let _ = writeln!(out, "require_tests_pass = {}", g.require_tests_pass);
+    let _ = writeln!(out, "require_lint_pass = {}", g.require_lint_pass);
+    let _ = writeln!(out, "rollback_on_gate_fail = {}", g.rollback_on_gate_fail);
+    for (key, value) in [
+        ("test_command", &g.test_command),
+        ("lint_command", &g.lint_command),
+    ] {
+        if !value.is_empty() {
+            let _ = writeln!(out, "{key} = {}", string(value));
+        }
+    }
+    let t = &p.termination;
+    let _ = writeln!(out, "\n[termination]");
+    let _ = writeln!(out, "max_steps = {}", t.max_steps);
+    let _ = writeln!(out, "timeout_seconds = {}", t.timeout_seconds);
+    let _ = writeln!(out, "max_cost = {}", float(t.max_cost));
+    let _ = writeln!(out, "stall_detection = {}", t.stall_detection);
+    let _ = writeln!(out, "stall_threshold = {}", t.stall_threshold);
+    let _ = writeln!(out, "ask_timeout_seconds = {}", t.ask_timeout_seconds);
+    out
+}
+
+fn write_rule(out: &mut String, rule: &PermissionRule) {
+    let s = &rule.specifier;
+    let _ = writeln!(out, "[[rules]]");
+    match &s.sub_pattern {
+        Some(p) => {
+            let _ = writeln!(
+                out,
+                "specifier = {{ tool = {}, sub_pattern = {} }}",
+                string(&s.tool),
+                string(p)
+            );
+        }
+        None => {
+            let _ = writeln!(out, "specifier = {{ tool = {} }}", string(&s.tool));
+        }
+    }
+    let _ = writeln!(out, "decision = {}", string(rule.decision.as_str()));
+    for (key, list) in [
+        ("path_allow", &rule.path_allow),
+        ("path_deny", &rule.path_deny),
+        ("command_allow", &rule.command_allow),
+        ("command_deny", &rule.command_deny),
+    ] {
+        if !list.is_empty() {
+            let items: Vec<String> = list.iter().map(|i| string(i)).collect();
+            let _ = writeln!(out, "{key} = [{}]", items.join(", "));
+        }
+    }
+}
+
+/// A TOML basic string.
+fn string(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            '\r' => out.push_str("\\r"),
+            c if c.is_control() => {
+                let _ = write!(out, "\\u{:04X}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// A TOML float (always with a fraction or exponent, so it reads back as a float).
+fn float(f: f64) -> String {
+    if f.is_nan() {
+        return "nan".into();
+    }
+    if f.is_infinite() {
+        return if f > 0.0 { "inf".into() } else { "-inf".into() };
+    }
+    format!("{f:?}")
+}

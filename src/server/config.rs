@@ -1,0 +1,54 @@
+//! Settings of `runplane serve`.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::store::Synchronous;
+
+/// Default address: loopback only, so a fresh `serve` is not reachable from the network.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:50051";
+/// Default data directory, relative to the working directory.
+pub const DEFAULT_DATA_DIR: &str = "./runplane-data";
+/// How long a run waits for its worker to re-attach before it fails with "worker lost".
+pub const DEFAULT_REATTACH_GRACE: Duration = Duration::from_secs(60);
+/// Largest gRPC message accepted or sent (4 MiB, gRPC's customary default): bounds the
+/// memory one bad client can make the server hold.
+pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 4 * 1024 * 1024;
+/// How long shutdown waits for sessions to drain before it stops anyway.
+pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Everything the server needs to start. Built by the CLI from flags, `RUNPLANE_*`
+/// environment variables and a TOML config file (flags win), or directly by tests.
+#[derive(Debug, Clone)]
+pub struct ServeConfig {
+    /// Address to listen on; port 0 picks a free port (tests).
+    pub listen: SocketAddr,
+    /// Directory holding the SQLite database; created if missing.
+    pub data_dir: PathBuf,
+    /// Directory of custom policy profiles (`.toml`, `.yaml`); `None`: presets only.
+    pub policy_dir: Option<PathBuf>,
+    /// How long a dropped worker may take to re-attach.
+    pub reattach_grace: Duration,
+    /// Disk durability of each group commit.
+    pub synchronous: Synchronous,
+    /// Largest gRPC message, both directions.
+    pub max_message_bytes: usize,
+    /// Bound on the graceful-shutdown wait.
+    pub shutdown_timeout: Duration,
+}
+
+impl ServeConfig {
+    /// Defaults for everything but the data directory.
+    pub fn new(data_dir: impl Into<PathBuf>) -> ServeConfig {
+        ServeConfig {
+            listen: SocketAddr::from(([127, 0, 0, 1], 50051)),
+            data_dir: data_dir.into(),
+            policy_dir: None,
+            reattach_grace: DEFAULT_REATTACH_GRACE,
+            synchronous: Synchronous::default(),
+            max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
+            shutdown_timeout: DEFAULT_SHUTDOWN_TIMEOUT,
+        }
+    }
+}

@@ -1,0 +1,213 @@
+//! Assembles and runs the gRPC server: store, coordinator, services, reflection, health.
+
+mod config;
+
+pub use config::{
+    ServeConfig, DEFAULT_DATA_DIR, DEFAULT_LISTEN, DEFAULT_MAX_MESSAGE_BYTES,
+    DEFAULT_REATTACH_GRACE, DEFAULT_SHUTDOWN_TIMEOUT,
+};
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+use tokio_stream::wrappers::TcpListenerStream;
+use tonic::transport::Server;
+use tracing::{info, warn};
+
+use crate::coordinator::{Coordinator, CoordinatorConfig};
+use crate::grpc::{pb, PolicyApi, RunApi, WorkerApi};
+use crate::policy::ProfileRegistry;
+use crate::store::{RunStore, SqliteStore, SqliteStoreOptions};
+
+/// The database file inside the data directory.
+pub const DATABASE_FILE: &str = "runplane.db";
+/// HTTP/2 pings on idle connections, so dead peers and silent NAT drops are noticed.
+const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(30);
+/// How long a ping may go unanswered before the connection is closed.
+const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Why the server could not start or stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// The data directory could not be created.
+    #[error("data directory {path}: {source}")]
+    DataDir {
+        /// The directory.
+        path: std::path::PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The store could not be opened or restored.
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+    /// A policy file is invalid; the server does not start on a bad policy.
+    #[error(transparent)]
+    Policy(#[from] crate::policy::LoadError),
+    /// The listen address could not be bound.
+    #[error("listen on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The reflection service could not be built from the descriptor sets.
+    #[error("reflection: {0}")]
+    Reflection(tonic_reflection::server::Error),
+    /// The transport failed.
+    #[error("gRPC transport: {0}")]
+    Transport(#[from] tonic::transport::Error),
+}
+
+/// A server bound to its address, not yet serving. Tests bind port 0 and read the address.
+pub struct BoundServer {
+    /// The bound socket.
+    listener: TcpListener,
+    /// The coordinator the services share (kept to shut it down).
+    coordinator: Coordinator,
+    /// The profiles, for the policy service.
+    profiles: Arc<ProfileRegistry>,
+    /// Settings.
+    config: ServeConfig,
+}
+
+/// Opens the store, loads the policies, restores live runs and binds the address.
+pub async fn bind(config: ServeConfig) -> Result<BoundServer, ServeError> {
+    std::fs::create_dir_all(&config.data_dir).map_err(|source| ServeError::DataDir {
+        path: config.data_dir.clone(),
+        source,
+    })?;
+    let profiles = Arc::new(ProfileRegistry::load(config.policy_dir.as_deref())?);
+    let mut options = SqliteStoreOptions::new(config.data_dir.join(DATABASE_FILE));
+    options.synchronous = config.synchronous;
+    let store: Arc<dyn RunStore> = Arc::new(SqliteStore::open(options)?);
+    let coordinator = Coordinator::start(
+        store,
+        Arc::clone(&profiles),
+        CoordinatorConfig {
+            reattach_grace: config.reattach_grace,
+        },
+    )
+    .await?;
+    let listener = TcpListener::bind(config.listen)
+        .await
+        .map_err(|source| ServeError::Bind {
+            addr: config.listen,
+            source,
+        })?;
+    Ok(BoundServer {
+        listener,
+        coordinator,
+        profiles,
+        config,
+    })
+}
+
+/// Binds and serves until `shutdown` resolves (see `BoundServer::serve`).
+pub async fn serve(
+    config: ServeConfig,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), ServeError> {
+    bind(config).await?.serve(shutdown).await
+}
+
+impl BoundServer {
+    /// The address clients connect to (the real port when bound to port 0).
+    pub fn local_addr(&self) -> Result<SocketAddr, ServeError> {
+        self.listener
+            .local_addr()
+            .map_err(|source| ServeError::Bind {
+                addr: self.config.listen,
+                source,
+            })
+    }
+
+    /// Serves until `shutdown` resolves; then tells live sessions to re-attach later, and
+    /// waits at most `shutdown_timeout` for connections to close before returning anyway.
+    pub async fn serve(
+        self,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<(), ServeError> {
+        let BoundServer {
+            listener,
+            coordinator,
+            profiles,
+            config,
+        } = self;
+        let limit = config.max_message_bytes;
+        let (health, health_service) = tonic_health::server::health_reporter();
+        health
+            .set_serving::<pb::run_service_server::RunServiceServer<RunApi>>()
+            .await;
+        health
+            .set_serving::<pb::worker_service_server::WorkerServiceServer<WorkerApi>>()
+            .await;
+        health
+            .set_serving::<pb::policy_service_server::PolicyServiceServer<PolicyApi>>()
+            .await;
+        let reflection_v1 = reflection().build_v1().map_err(ServeError::Reflection)?;
+        let reflection_v1alpha = reflection()
+            .build_v1alpha()
+            .map_err(ServeError::Reflection)?;
+
+        let run_api = pb::run_service_server::RunServiceServer::new(RunApi {
+            coordinator: coordinator.clone(),
+        })
+        .max_decoding_message_size(limit)
+        .max_encoding_message_size(limit);
+        let worker_api = pb::worker_service_server::WorkerServiceServer::new(WorkerApi {
+            coordinator: coordinator.clone(),
+        })
+        .max_decoding_message_size(limit)
+        .max_encoding_message_size(limit);
+        let policy_api =
+            pb::policy_service_server::PolicyServiceServer::new(PolicyApi { profiles })
+                .max_decoding_message_size(limit)
+                .max_encoding_message_size(limit);
+
+        let addr = listener.local_addr().ok();
+        info!(addr = ?addr, data_dir = %config.data_dir.display(), "runplane serving");
+        let (stop_accepting, stopped) = oneshot::channel::<()>();
+        let server = Server::builder()
+            .http2_keepalive_interval(Some(KEEPALIVE_INTERVAL))
+            .http2_keepalive_timeout(Some(KEEPALIVE_TIMEOUT))
+            .tcp_nodelay(true)
+            .add_service(health_service)
+            .add_service(reflection_v1)
+            .add_service(reflection_v1alpha)
+            .add_service(run_api)
+            .add_service(worker_api)
+            .add_service(policy_api)
+            .serve_with_incoming_shutdown(TcpListenerStream::new(listener), async {
+                let _ = stopped.await;
+            });
+        tokio::pin!(server);
+        tokio::select! {
+            result = &mut server => return result.map_err(ServeError::from),
+            () = shutdown => {}
+        }
+        info!("shutting down: telling live sessions to re-attach later");
+        health
+            .set_service_status("", tonic_health::ServingStatus::NotServing)
+            .await;
+        coordinator.shutdown(config.shutdown_timeout).await;
+        let _ = stop_accepting.send(());
+        match tokio::time::timeout(config.shutdown_timeout, &mut server).await {
+            Ok(result) => result?,
+            Err(_) => warn!("connections still open after the shutdown timeout; closing them"),
+        }
+        info!("stopped");
+        Ok(())
+    }
+}
+
+/// Reflection over runplane's API and the health service, so `grpcurl list` shows both.
+fn reflection() -> tonic_reflection::server::Builder<'static> {
+    tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+}

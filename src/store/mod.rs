@@ -1,0 +1,141 @@
+//! Persistence behind one trait: runs, their append-only event logs and stall trackers.
+//!
+//! The event log is the record of every tool call: decisions (`run.toolcall.approved`,
+//! `…denied`, `…asked`, `…resolved`) and results (`run.toolcall.result`) carry the call's
+//! id, tool, command, path, decision and reason as attributes. Pending asks and the set of
+//! decided call ids are rebuilt from it when a run is restored, so one tool call costs one
+//! row, and nothing the worker heard can be missing from the log.
+
+mod sqlite;
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
+
+use chrono::{DateTime, Utc};
+
+use crate::domain::{Run, StallTracker, Status};
+
+pub use sqlite::{SqliteStore, SqliteStoreOptions, Synchronous};
+
+/// A future a store operation resolves to. Boxed so the trait stays object safe.
+pub type StoreFuture<T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'static>>;
+
+/// One entry of a run's append-only log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    /// The run the event belongs to.
+    pub run_id: String,
+    /// Per-run sequence number: starts at 1, gapless, assigned by the run's owner.
+    pub seq: u64,
+    /// What happened, e.g. `run.toolcall.approved`.
+    pub kind: String,
+    /// When it was recorded.
+    pub at: DateTime<Utc>,
+    /// Details (call_id, tool, decision, reason, status, …).
+    pub attributes: BTreeMap<String, String>,
+}
+
+/// Everything one change to a run writes, applied atomically.
+#[derive(Debug, Clone)]
+pub struct Commit {
+    /// The run as it is after the change.
+    pub run: Run,
+    /// The version the writer read: the write fails with `Conflict` if the stored run has
+    /// moved on. `None` creates the run and fails if it exists.
+    pub expected_version: Option<i64>,
+    /// Events to append, in sequence order, continuing the run's log without a gap.
+    pub events: Vec<Event>,
+    /// The stall tracker's state after the change; `None` leaves the stored one as is.
+    pub stall: Option<StallTracker>,
+}
+
+/// Which runs `list_runs` returns. Empty filters match everything.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunQuery {
+    /// Only runs of this task.
+    pub task_id: Option<String>,
+    /// Only runs of this project.
+    pub project_id: Option<String>,
+    /// Only runs of this agent.
+    pub agent_id: Option<String>,
+    /// Only runs in this status.
+    pub status: Option<Status>,
+    /// Most runs to return (at least 1).
+    pub limit: usize,
+    /// Start after this position (from the previous page).
+    pub after: Option<PageCursor>,
+}
+
+/// A position in the newest-first order of runs: `(created_at, id)` descending.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PageCursor {
+    /// The last returned run's creation time.
+    pub created_at: DateTime<Utc>,
+    /// The last returned run's id (ties on created_at are broken by id).
+    pub id: String,
+}
+
+/// One page of runs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunPage {
+    /// The runs, newest first.
+    pub runs: Vec<Run>,
+    /// Where the next page starts; `None` on the last page.
+    pub next: Option<PageCursor>,
+}
+
+/// A live run as stored, for restoring its owner after a restart.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredRun {
+    /// The run as last committed.
+    pub run: Run,
+    /// The stall tracker as last committed, if one was.
+    pub stall: Option<StallTracker>,
+    /// The run's whole event log, in sequence order.
+    pub events: Vec<Event>,
+}
+
+/// What can go wrong in the store.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// Optimistic concurrency: the stored run is not at the version the writer read.
+    #[error("run {run_id}: version conflict (expected {expected:?}, stored {found:?})")]
+    Conflict {
+        /// The run written.
+        run_id: String,
+        /// The version the writer expected (`None`: the run must not exist).
+        expected: Option<i64>,
+        /// The stored version (`None`: no such run).
+        found: Option<i64>,
+    },
+    /// Stored data that cannot be read back (a bad JSON document, an impossible value).
+    #[error("corrupt store data: {0}")]
+    Corrupt(String),
+    /// The database refused or failed the operation.
+    #[error("database error: {0}")]
+    Database(String),
+    /// The store is shutting down or its writer has stopped.
+    #[error("store is closed")]
+    Closed,
+}
+
+/// Persistence for runs. Implementations: SQLite now (embedded), PostgreSQL later.
+pub trait RunStore: Send + Sync + 'static {
+    /// Applies a commit atomically. Resolves only once the commit is durable, so a caller
+    /// may then tell a worker about it. Concurrent commits may be grouped into one
+    /// transaction, but each succeeds or fails on its own.
+    fn commit(&self, commit: Commit) -> StoreFuture<()>;
+
+    /// One run by id.
+    fn get_run(&self, run_id: &str) -> StoreFuture<Option<Run>>;
+
+    /// Runs matching a query, newest first.
+    fn list_runs(&self, query: RunQuery) -> StoreFuture<RunPage>;
+
+    /// Up to `limit` events of a run with `seq >= from_seq`, in order.
+    fn list_events(&self, run_id: &str, from_seq: u64, limit: usize) -> StoreFuture<Vec<Event>>;
+
+    /// Every run that is not terminal, with its stall state and whole log.
+    fn live_runs(&self) -> StoreFuture<Vec<StoredRun>>;
+}

@@ -1,0 +1,249 @@
+//! The embedded store: one SQLite file in WAL mode.
+//!
+//! Writes go through a single writer thread that groups concurrent commits into one
+//! transaction (one fsync, one lock round trip for the whole group); a second thread
+//! checkpoints the WAL so the writer never pauses for it; reads use their own
+//! connections on tokio's blocking pool. `docs/STORE.md` has the schema and the numbers
+//! behind these choices.
+
+mod checkpoint;
+mod read;
+mod schema;
+mod writer;
+
+use std::fmt;
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::sync::{mpsc, Arc, Mutex, PoisonError, RwLock};
+use std::thread::{self, JoinHandle};
+use std::time::Duration;
+
+use rusqlite::Connection;
+use tokio::sync::oneshot;
+
+use super::{Commit, Event, RunPage, RunQuery, RunStore, StoreError, StoreFuture, StoredRun};
+use crate::domain::Run;
+use read::ReadPool;
+use writer::Job;
+
+/// How hard a commit waits for the disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Synchronous {
+    /// `PRAGMA synchronous=NORMAL`: in WAL mode a commit survives the process being killed
+    /// (the OS has the pages) but not a power loss or kernel crash; the WAL is fsynced only
+    /// at checkpoints. Several times the commit rate of `Full`.
+    #[default]
+    Normal,
+    /// `PRAGMA synchronous=FULL`: every group commit fsyncs the WAL before any of its
+    /// waiters is answered, so acknowledged commits survive power loss.
+    Full,
+}
+
+impl Synchronous {
+    /// The configuration spelling: `"normal"` or `"full"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Synchronous::Normal => "normal",
+            Synchronous::Full => "full",
+        }
+    }
+}
+
+impl fmt::Display for Synchronous {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Synchronous {
+    type Err = crate::domain::UnknownValue;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "normal" => Ok(Synchronous::Normal),
+            "full" => Ok(Synchronous::Full),
+            other => Err(crate::domain::UnknownValue::new("synchronous", other)),
+        }
+    }
+}
+
+/// Where the store lives and how it trades latency for durability.
+#[derive(Debug, Clone)]
+pub struct SqliteStoreOptions {
+    /// The database file; its directory must exist.
+    pub path: PathBuf,
+    /// Durability of each commit.
+    pub synchronous: Synchronous,
+    /// Most commits grouped into one transaction. Bounds how long the first commit of a
+    /// group waits for the last one; 0 is treated as 1.
+    pub max_batch: usize,
+    /// How often the checkpointer copies the WAL back into the database file.
+    pub checkpoint_interval: Duration,
+}
+
+impl SqliteStoreOptions {
+    /// Options with the defaults: NORMAL durability, groups of up to 1024 commits, a
+    /// checkpoint every second.
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        SqliteStoreOptions {
+            path: path.into(),
+            synchronous: Synchronous::Normal,
+            max_batch: 1024,
+            checkpoint_interval: Duration::from_secs(1),
+        }
+    }
+}
+
+/// The threads behind a store, kept to be stopped and joined on close.
+#[derive(Default)]
+struct Workers {
+    writer: Option<JoinHandle<()>>,
+    checkpointer: Option<JoinHandle<()>>,
+    /// Dropping it wakes the checkpointer and tells it to stop.
+    stop_checkpointer: Option<mpsc::Sender<()>>,
+}
+
+/// The SQLite implementation of [`RunStore`]. Share it behind an `Arc`; dropping the last
+/// reference (or calling [`SqliteStore::close`]) writes what is queued and stops the
+/// threads.
+pub struct SqliteStore {
+    /// `None` once closed. A read lock is enough to send, so committers do not contend.
+    jobs: RwLock<Option<mpsc::Sender<Job>>>,
+    reads: Arc<ReadPool>,
+    workers: Mutex<Workers>,
+}
+
+impl SqliteStore {
+    /// Opens (or creates) the database file, brings its schema up to date, and starts the
+    /// writer and checkpointer threads. The file's directory must already exist.
+    pub fn open(options: SqliteStoreOptions) -> Result<SqliteStore, StoreError> {
+        let mut conn = schema::open_writer(&options.path, options.synchronous)?;
+        schema::migrate(&mut conn)?;
+        // Opened here rather than in its thread so a bad file fails `open`, not a log line.
+        let checkpoint_conn = schema::open_connection(&options.path)?;
+
+        let (jobs, queue) = mpsc::channel();
+        let max_batch = options.max_batch.max(1);
+        let writer = spawn("runplane-store-writer", move || {
+            writer::run(conn, queue, max_batch)
+        })?;
+        // From here on, dropping `store` on an error shuts down what already started.
+        let store = SqliteStore {
+            jobs: RwLock::new(Some(jobs)),
+            reads: Arc::new(ReadPool::new(options.path.clone())),
+            workers: Mutex::new(Workers {
+                writer: Some(writer),
+                ..Workers::default()
+            }),
+        };
+
+        let (stop, stopped) = mpsc::channel();
+        let interval = options.checkpoint_interval;
+        let checkpointer = spawn("runplane-store-checkpoint", move || {
+            checkpoint::run(checkpoint_conn, interval, stopped)
+        })?;
+        {
+            let mut workers = store.workers.lock().unwrap_or_else(PoisonError::into_inner);
+            workers.checkpointer = Some(checkpointer);
+            workers.stop_checkpointer = Some(stop);
+        }
+        Ok(store)
+    }
+
+    /// Writes every commit queued so far, stops the threads and closes the connections.
+    /// Later commits and reads fail with [`StoreError::Closed`]. Blocks until the writer
+    /// has finished; idempotent.
+    pub fn close(&self) {
+        let jobs = self
+            .jobs
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(jobs) = jobs {
+            // Fails only if the writer is already gone, which is what we want anyway.
+            let _ = jobs.send(Job::Shutdown);
+        }
+        self.reads.close();
+        let mut workers = self.workers.lock().unwrap_or_else(PoisonError::into_inner);
+        workers.stop_checkpointer = None;
+        for handle in [workers.checkpointer.take(), workers.writer.take()]
+            .into_iter()
+            .flatten()
+        {
+            if handle.join().is_err() {
+                tracing::error!("a store thread panicked");
+            }
+        }
+    }
+
+    /// Runs `read` on a pooled read connection on tokio's blocking pool.
+    fn read<T, F>(&self, read: F) -> StoreFuture<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Connection) -> Result<T, StoreError> + Send + 'static,
+    {
+        let pool = Arc::clone(&self.reads);
+        Box::pin(async move {
+            tokio::task::spawn_blocking(move || pool.with(read))
+                .await
+                .map_err(|e| StoreError::Database(format!("read task failed: {e}")))?
+        })
+    }
+}
+
+impl Drop for SqliteStore {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+impl RunStore for SqliteStore {
+    /// The commit is queued when this is called, not when the future is first polled, so
+    /// commits issued one after another by one caller are applied in that order.
+    fn commit(&self, commit: Commit) -> StoreFuture<()> {
+        let (reply, answer) = oneshot::channel();
+        let queued = match &*self.jobs.read().unwrap_or_else(PoisonError::into_inner) {
+            Some(jobs) => jobs.send(Job::Commit(Box::new(commit), reply)).is_ok(),
+            None => false,
+        };
+        Box::pin(async move {
+            if !queued {
+                return Err(StoreError::Closed);
+            }
+            // The writer drops the reply only when it stops without answering.
+            answer.await.unwrap_or(Err(StoreError::Closed))
+        })
+    }
+
+    fn get_run(&self, run_id: &str) -> StoreFuture<Option<Run>> {
+        let run_id = run_id.to_string();
+        self.read(move |conn| read::get_run(conn, &run_id))
+    }
+
+    fn list_runs(&self, query: RunQuery) -> StoreFuture<RunPage> {
+        self.read(move |conn| read::list_runs(conn, &query))
+    }
+
+    fn list_events(&self, run_id: &str, from_seq: u64, limit: usize) -> StoreFuture<Vec<Event>> {
+        let run_id = run_id.to_string();
+        self.read(move |conn| read::list_events(conn, &run_id, from_seq, limit))
+    }
+
+    fn live_runs(&self) -> StoreFuture<Vec<StoredRun>> {
+        self.read(read::live_runs)
+    }
+}
+
+/// Starts a named thread.
+fn spawn(name: &str, body: impl FnOnce() + Send + 'static) -> Result<JoinHandle<()>, StoreError> {
+    thread::Builder::new()
+        .name(name.to_string())
+        .spawn(body)
+        .map_err(|e| StoreError::Database(format!("start thread {name}: {e}")))
+}
+
+/// Maps a SQLite error to `StoreError::Database`, saying what was being done.
+fn db_err(context: &str) -> impl FnOnce(rusqlite::Error) -> StoreError + '_ {
+    move |e| StoreError::Database(format!("{context}: {e}"))
+}

@@ -1,0 +1,254 @@
+//! Reads, on their own connections: in WAL mode readers see the last committed state and
+//! neither wait for the writer nor hold it up.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::{Mutex, PoisonError};
+
+use chrono::{DateTime, Utc};
+use rusqlite::{Connection, OptionalExtension, ToSql};
+
+use super::db_err;
+use super::schema::{self, LIVE_CLAUSE};
+use crate::domain::{Run, StallTracker};
+use crate::store::{Event, PageCursor, RunPage, RunQuery, StoreError, StoredRun};
+
+/// Idle connections kept for reuse; more are opened under a burst and closed after it.
+const MAX_IDLE: usize = 8;
+
+/// Read connections, opened on demand and reused.
+pub(super) struct ReadPool {
+    path: PathBuf,
+    /// `None` once the store is closed.
+    idle: Mutex<Option<Vec<Connection>>>,
+}
+
+impl ReadPool {
+    pub(super) fn new(path: PathBuf) -> ReadPool {
+        ReadPool {
+            path,
+            idle: Mutex::new(Some(Vec::new())),
+        }
+    }
+
+    /// Runs `read` on an idle connection, or a new one if none is idle.
+    pub(super) fn with<T>(
+        &self,
+        read: impl FnOnce(&mut Connection) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let reused = match &mut *self.lock() {
+            Some(idle) => idle.pop(),
+            None => return Err(StoreError::Closed),
+        };
+        let mut conn = match reused {
+            Some(conn) => conn,
+            None => schema::open_reader(&self.path)?,
+        };
+        let result = read(&mut conn);
+        if let Some(idle) = &mut *self.lock() {
+            if idle.len() < MAX_IDLE {
+                idle.push(conn);
+            }
+        }
+        result
+    }
+
+    /// Closes the idle connections and refuses further reads.
+    pub(super) fn close(&self) {
+        self.lock().take();
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Vec<Connection>>> {
+        self.idle.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+pub(super) fn get_run(conn: &mut Connection, run_id: &str) -> Result<Option<Run>, StoreError> {
+    let json: Option<String> = conn
+        .prepare_cached("SELECT run_json FROM runs WHERE id = ?1")
+        .and_then(|mut stmt| stmt.query_row([run_id], |r| r.get(0)).optional())
+        .map_err(db_err(&format!("run {run_id}: read")))?;
+    json.map(|json| decode_run(run_id, &json)).transpose()
+}
+
+/// Newest first by `(created_at, id)`; one row more than the page is fetched to learn
+/// whether another page exists.
+pub(super) fn list_runs(conn: &mut Connection, query: &RunQuery) -> Result<RunPage, StoreError> {
+    let limit = query.limit.max(1);
+    let status = query.status.map(|s| s.as_str());
+    let cursor = query
+        .after
+        .as_ref()
+        .map(|c| (c.created_at.timestamp_micros(), c.id.as_str()));
+    let fetch = i64::try_from(limit).unwrap_or(i64::MAX - 1) + 1;
+
+    let mut sql = String::from("SELECT id, run_json FROM runs WHERE 1");
+    let mut args: Vec<(&str, &dyn ToSql)> = Vec::new();
+    let filters: [(&str, &str, Option<&dyn ToSql>); 4] = [
+        (
+            "task_id",
+            ":task_id",
+            query.task_id.as_ref().map(|v| v as &dyn ToSql),
+        ),
+        (
+            "project_id",
+            ":project_id",
+            query.project_id.as_ref().map(|v| v as &dyn ToSql),
+        ),
+        (
+            "agent_id",
+            ":agent_id",
+            query.agent_id.as_ref().map(|v| v as &dyn ToSql),
+        ),
+        (
+            "status",
+            ":status",
+            status.as_ref().map(|v| v as &dyn ToSql),
+        ),
+    ];
+    for (column, name, value) in filters {
+        if let Some(value) = value {
+            sql.push_str(&format!(" AND {column} = {name}"));
+            args.push((name, value));
+        }
+    }
+    if let Some((created_at, id)) = &cursor {
+        sql.push_str(" AND (created_at, id) < (:after_created_at, :after_id)");
+        args.push((":after_created_at", created_at));
+        args.push((":after_id", id));
+    }
+    sql.push_str(" ORDER BY created_at DESC, id DESC LIMIT :limit");
+    args.push((":limit", &fetch));
+
+    let mut stmt = conn
+        .prepare_cached(&sql)
+        .map_err(db_err("prepare list runs"))?;
+    let rows = stmt
+        .query_map(&*args, |r| {
+            Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+        })
+        .map_err(db_err("list runs"))?;
+    let mut runs = Vec::with_capacity(limit.min(1024));
+    for row in rows {
+        let (id, json) = row.map_err(db_err("list runs"))?;
+        runs.push(decode_run(&id, &json)?);
+    }
+    let next = if runs.len() > limit {
+        runs.truncate(limit);
+        runs.last().map(|run| PageCursor {
+            created_at: run.created_at,
+            id: run.id.clone(),
+        })
+    } else {
+        None
+    };
+    Ok(RunPage { runs, next })
+}
+
+pub(super) fn list_events(
+    conn: &mut Connection,
+    run_id: &str,
+    from_seq: u64,
+    limit: usize,
+) -> Result<Vec<Event>, StoreError> {
+    let from = i64::try_from(from_seq).unwrap_or(i64::MAX);
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT seq, kind, at, attributes FROM events
+             WHERE run_no = (SELECT run_no FROM runs WHERE id = ?1) AND seq >= ?2
+             ORDER BY seq LIMIT ?3",
+        )
+        .map_err(db_err("prepare list events"))?;
+    let rows = stmt
+        .query_map(rusqlite::params![run_id, from, limit], EventRow::read)
+        .map_err(db_err(&format!("run {run_id}: list events")))?;
+    let mut events = Vec::new();
+    for row in rows {
+        let row = row.map_err(db_err(&format!("run {run_id}: list events")))?;
+        events.push(row.decode(run_id)?);
+    }
+    Ok(events)
+}
+
+/// Reads in one transaction, so every run's log matches the run row read with it.
+pub(super) fn live_runs(conn: &mut Connection) -> Result<Vec<StoredRun>, StoreError> {
+    let tx = conn.transaction().map_err(db_err("begin read"))?;
+    let live: Vec<(i64, String, String, Option<String>)> = {
+        let mut stmt = tx
+            .prepare_cached(&format!(
+                "SELECT run_no, id, run_json, stall_json FROM runs WHERE {LIVE_CLAUSE}
+                 ORDER BY run_no"
+            ))
+            .map_err(db_err("prepare live runs"))?;
+        let rows = stmt
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+            .map_err(db_err("list live runs"))?;
+        rows.collect::<Result<_, _>>()
+            .map_err(db_err("list live runs"))?
+    };
+    let mut stored = Vec::with_capacity(live.len());
+    let mut stmt = tx
+        .prepare_cached(
+            "SELECT seq, kind, at, attributes FROM events WHERE run_no = ?1 ORDER BY seq",
+        )
+        .map_err(db_err("prepare run log"))?;
+    for (run_no, id, run_json, stall_json) in live {
+        let run = decode_run(&id, &run_json)?;
+        let stall = stall_json
+            .map(|json| {
+                serde_json::from_str::<StallTracker>(&json)
+                    .map_err(|e| StoreError::Corrupt(format!("run {id}: stall tracker: {e}")))
+            })
+            .transpose()?;
+        let rows = stmt
+            .query_map([run_no], EventRow::read)
+            .map_err(db_err(&format!("run {id}: read log")))?;
+        let mut events = Vec::new();
+        for row in rows {
+            let row = row.map_err(db_err(&format!("run {id}: read log")))?;
+            events.push(row.decode(&id)?);
+        }
+        stored.push(StoredRun { run, stall, events });
+    }
+    Ok(stored)
+}
+
+fn decode_run(id: &str, json: &str) -> Result<Run, StoreError> {
+    serde_json::from_str(json).map_err(|e| StoreError::Corrupt(format!("run {id}: {e}")))
+}
+
+/// An `events` row as stored, before its values are checked.
+struct EventRow {
+    seq: i64,
+    kind: String,
+    at: i64,
+    attributes: String,
+}
+
+impl EventRow {
+    fn read(row: &rusqlite::Row<'_>) -> rusqlite::Result<EventRow> {
+        Ok(EventRow {
+            seq: row.get(0)?,
+            kind: row.get(1)?,
+            at: row.get(2)?,
+            attributes: row.get(3)?,
+        })
+    }
+
+    fn decode(self, run_id: &str) -> Result<Event, StoreError> {
+        let corrupt = |what: String| StoreError::Corrupt(format!("run {run_id}: event {what}"));
+        let seq = u64::try_from(self.seq).map_err(|_| corrupt(format!("seq {}", self.seq)))?;
+        let at = DateTime::<Utc>::from_timestamp_micros(self.at)
+            .ok_or_else(|| corrupt(format!("{seq}: time {} out of range", self.at)))?;
+        let attributes: BTreeMap<String, String> = serde_json::from_str(&self.attributes)
+            .map_err(|e| corrupt(format!("{seq}: attributes: {e}")))?;
+        Ok(Event {
+            run_id: run_id.to_string(),
+            seq,
+            kind: self.kind,
+            at,
+            attributes,
+        })
+    }
+}

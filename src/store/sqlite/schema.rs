@@ -1,0 +1,200 @@
+//! Connections, their pragmas, and the versioned schema.
+//!
+//! `docs/STORE.md` explains the layout; the SQL here is the source of truth.
+
+use std::path::Path;
+use std::time::Duration;
+
+use rusqlite::{Connection, OpenFlags, OptionalExtension};
+
+use super::{db_err, Synchronous};
+use crate::store::StoreError;
+
+/// Ordered migrations; version N is `MIGRATIONS[N - 1]`. Append only: a released entry
+/// never changes, because databases in the field have already run it.
+const MIGRATIONS: &[&str] = &[
+    // 1: runs, their event logs, and the indexes the reads need.
+    "
+    -- run_no is the rowid: events refer to runs by this small integer instead of the
+    -- 36-byte id, which keeps the (run_no, seq) index dense (see docs/STORE.md).
+    CREATE TABLE runs (
+        run_no     INTEGER PRIMARY KEY,
+        id         TEXT    NOT NULL UNIQUE,
+        task_id    TEXT    NOT NULL,
+        agent_id   TEXT    NOT NULL,
+        project_id TEXT    NOT NULL,
+        status     TEXT    NOT NULL,
+        created_at INTEGER NOT NULL,  -- unix microseconds, for ordering and paging only
+        version    INTEGER NOT NULL,
+        run_json   TEXT    NOT NULL,  -- the whole Run, the authority for every field
+        stall_json TEXT               -- the StallTracker, NULL until one is committed
+    );
+    CREATE INDEX runs_created ON runs (created_at DESC, id DESC);
+    CREATE INDEX runs_task    ON runs (task_id, created_at DESC, id DESC);
+    CREATE INDEX runs_project ON runs (project_id, created_at DESC, id DESC);
+    CREATE INDEX runs_agent   ON runs (agent_id, created_at DESC, id DESC);
+    CREATE INDEX runs_status  ON runs (status, created_at DESC, id DESC);
+    -- Only live runs: what a restart restores. Stays small however many runs have ended.
+    CREATE INDEX runs_live ON runs (run_no)
+        WHERE status NOT IN ('completed', 'failed', 'cancelled', 'timeout');
+
+    -- A rowid table, so rows are appended in commit order; the unique index is the only
+    -- structure touched at scattered places (one spot per run).
+    CREATE TABLE events (
+        run_no     INTEGER NOT NULL,
+        seq        INTEGER NOT NULL,
+        kind       TEXT    NOT NULL,
+        at         INTEGER NOT NULL,  -- unix microseconds
+        attributes TEXT    NOT NULL   -- JSON object of strings
+    );
+    CREATE UNIQUE INDEX events_run_seq ON events (run_no, seq);
+    ",
+];
+
+/// The statuses `runs_live` excludes, as its `WHERE` clause spells them. A query uses the
+/// partial index only when it repeats this clause word for word.
+pub(super) const LIVE_CLAUSE: &str =
+    "status NOT IN ('completed', 'failed', 'cancelled', 'timeout')";
+
+/// How long a connection waits for a lock before giving up. Long, because the only
+/// contenders are our own writer, an occasional truncating checkpoint, and other
+/// processes opening the file.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Once a checkpoint has emptied the WAL, SQLite truncates the file to this size, so one
+/// burst does not leave a huge file behind.
+pub(super) const WAL_SIZE_LIMIT: i64 = 64 * 1024 * 1024;
+
+/// Opens a connection with the settings every connection shares.
+pub(super) fn open_connection(path: &Path) -> Result<Connection, StoreError> {
+    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+        | OpenFlags::SQLITE_OPEN_CREATE
+        | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let conn = Connection::open_with_flags(path, flags)
+        .map_err(db_err(&format!("open {}", path.display())))?;
+    conn.busy_timeout(BUSY_TIMEOUT)
+        .map_err(db_err("set busy_timeout"))?;
+    Ok(conn)
+}
+
+/// The writer's connection: WAL, the chosen durability, and no automatic checkpoints —
+/// the checkpointer thread does them, so a commit never waits for one.
+pub(super) fn open_writer(path: &Path, synchronous: Synchronous) -> Result<Connection, StoreError> {
+    let conn = open_connection(path)?;
+    let mode: String = conn
+        .pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))
+        .map_err(db_err("set journal_mode"))?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(StoreError::Database(format!(
+            "{}: journal_mode is {mode}, WAL is required",
+            path.display()
+        )));
+    }
+    let sync = match synchronous {
+        Synchronous::Normal => "NORMAL",
+        Synchronous::Full => "FULL",
+    };
+    conn.pragma_update(None, "synchronous", sync)
+        .map_err(db_err("set synchronous"))?;
+    conn.pragma_update(None, "wal_autocheckpoint", 0)
+        .map_err(db_err("set wal_autocheckpoint"))?;
+    conn.pragma_update(None, "journal_size_limit", WAL_SIZE_LIMIT)
+        .map_err(db_err("set journal_size_limit"))?;
+    // 16 MiB of page cache: the pages a batch dirties (one index leaf per live run) stay
+    // hot instead of being re-read from the OS on every batch.
+    conn.pragma_update(None, "cache_size", -16 * 1024)
+        .map_err(db_err("set cache_size"))?;
+    Ok(conn)
+}
+
+/// A connection for reads; `query_only` turns a bug that writes into an error.
+pub(super) fn open_reader(path: &Path) -> Result<Connection, StoreError> {
+    let conn = open_connection(path)?;
+    conn.pragma_update(None, "query_only", true)
+        .map_err(db_err("set query_only"))?;
+    Ok(conn)
+}
+
+/// The newest schema version this code knows.
+pub(super) fn latest_version() -> i64 {
+    MIGRATIONS.len() as i64
+}
+
+/// The schema version a database is at; 0 for a fresh one.
+fn schema_version(conn: &Connection) -> Result<i64, StoreError> {
+    conn.query_row(
+        "SELECT coalesce(max(version), 0) FROM schema_migrations",
+        [],
+        |row| row.get(0),
+    )
+    .map_err(db_err("read schema version"))
+}
+
+/// Brings the schema up to date, one transaction per migration. Each checks the version
+/// again under the write lock, so two processes opening the same new file do not both
+/// apply it.
+pub(super) fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
+    conn.execute_batch(
+        "CREATE TABLE IF NOT EXISTS schema_migrations (
+             version    INTEGER PRIMARY KEY,
+             applied_at TEXT NOT NULL
+         )",
+    )
+    .map_err(db_err("create schema_migrations"))?;
+    let latest = latest_version();
+    for (index, sql) in MIGRATIONS.iter().enumerate() {
+        let version = index as i64 + 1;
+        let tx = conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .map_err(db_err("begin migration"))?;
+        let current = schema_version(&tx)?;
+        if current > latest {
+            return Err(StoreError::Database(format!(
+                "database schema version {current} is newer than this runplane ({latest})"
+            )));
+        }
+        let applied: Option<i64> = tx
+            .query_row(
+                "SELECT version FROM schema_migrations WHERE version = ?1",
+                [version],
+                |row| row.get(0),
+            )
+            .optional()
+            .map_err(db_err("read schema_migrations"))?;
+        if applied.is_some() {
+            continue;
+        }
+        tx.execute_batch(sql)
+            .map_err(db_err(&format!("apply migration {version}")))?;
+        tx.execute(
+            "INSERT INTO schema_migrations (version, applied_at) VALUES (?1, ?2)",
+            rusqlite::params![version, chrono::Utc::now().to_rfc3339()],
+        )
+        .map_err(db_err(&format!("record migration {version}")))?;
+        tx.commit()
+            .map_err(db_err(&format!("commit migration {version}")))?;
+        tracing::info!(version, "applied store migration");
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::LIVE_CLAUSE;
+    use crate::domain::Status;
+
+    /// The partial index and its queries list the terminal statuses by hand; this keeps
+    /// that list equal to the domain's.
+    #[test]
+    fn live_clause_lists_exactly_the_terminal_statuses() {
+        for status in Status::ALL {
+            let quoted = format!("'{}'", status.as_str());
+            assert_eq!(
+                LIVE_CLAUSE.contains(&quoted),
+                status.is_terminal(),
+                "{status}"
+            );
+        }
+        assert!(super::MIGRATIONS[0].contains(LIVE_CLAUSE));
+    }
+}

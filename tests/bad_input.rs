@@ -1,0 +1,471 @@
+//! Every bad input gets its exact status code or in-stream error, and changes nothing.
+
+mod common;
+
+use common::*;
+use runplane::grpc::pb;
+use runplane::grpc::pb::coordinator_message::Message as Out;
+use runplane::grpc::pb::worker_message::Message as In;
+use tonic::Code;
+
+/// What the run looks like from outside: anything a bad message must not change.
+async fn fingerprint(server: &TestServer, run_id: &str) -> (i64, i32, i32, usize) {
+    let run = server.get_run(run_id).await;
+    let events = server.events(run_id).await.len();
+    (run.version, run.status, run.step_count, events)
+}
+
+fn request(run_id: &str, call_id: &str, tool: &str) -> In {
+    In::ToolCallRequest(pb::ToolCallRequest {
+        run_id: run_id.into(),
+        call_id: call_id.into(),
+        tool: tool.into(),
+        command: String::new(),
+        path: String::new(),
+    })
+}
+
+fn result(call_id: &str, cost: f64, duration: Option<prost_types::Duration>) -> In {
+    In::ToolCallResult(pb::ToolCallResult {
+        run_id: String::new(),
+        call_id: call_id.into(),
+        success: true,
+        output: "out".into(),
+        error: String::new(),
+        cost_usd: cost,
+        duration,
+    })
+}
+
+#[tokio::test]
+async fn in_stream_errors_name_the_problem_and_change_nothing() {
+    let server = TestServer::with(Options {
+        policy: Some(limits_profile("bad", "")),
+        ..Options::default()
+    })
+    .await;
+    let run_id = server.start_run("bad").await;
+    let other_run = server.start_run("bad").await;
+    let (mut worker, _) = Worker::attach(&server, &run_id).await;
+    assert_eq!(
+        decision(&worker.call("denied", "Bash", "curl x", "").await),
+        pb::Decision::Deny
+    );
+    assert_eq!(
+        decision(&worker.call("asked", "Edit", "", "ask/a").await),
+        pb::Decision::Ask
+    );
+    assert_eq!(
+        decision(&worker.call("allowed", "Read", "", "a").await),
+        pb::Decision::Allow
+    );
+
+    let negative = Some(prost_types::Duration {
+        seconds: -1,
+        nanos: 0,
+    });
+    let cases: Vec<(&str, In, &str, &str, &str)> = vec![
+        (
+            "empty call_id",
+            request(&run_id, "", "Read"),
+            "INVALID_ARGUMENT",
+            "",
+            "call_id: required",
+        ),
+        (
+            "empty tool",
+            request(&run_id, "c", ""),
+            "INVALID_ARGUMENT",
+            "c",
+            "tool: required",
+        ),
+        (
+            "another run's id",
+            request(&other_run, "c", "Read"),
+            "INVALID_ARGUMENT",
+            "c",
+            "run_id:",
+        ),
+        (
+            "result for an unknown call",
+            result("nope", 0.0, None),
+            "NOT_FOUND",
+            "nope",
+            "call_id: no call nope",
+        ),
+        (
+            "result for a denied call",
+            result("denied", 0.0, None),
+            "FAILED_PRECONDITION",
+            "denied",
+            "was not allowed",
+        ),
+        (
+            "result for a pending ask",
+            result("asked", 0.0, None),
+            "FAILED_PRECONDITION",
+            "asked",
+            "waiting for an operator",
+        ),
+        (
+            "NaN cost",
+            result("allowed", f64::NAN, None),
+            "INVALID_ARGUMENT",
+            "allowed",
+            "cost_usd:",
+        ),
+        (
+            "negative cost",
+            result("allowed", -1.0, None),
+            "INVALID_ARGUMENT",
+            "allowed",
+            "cost_usd:",
+        ),
+        (
+            "negative duration",
+            result("allowed", 0.0, negative),
+            "INVALID_ARGUMENT",
+            "allowed",
+            "duration:",
+        ),
+        (
+            "result with another run's id",
+            In::ToolCallResult(pb::ToolCallResult {
+                run_id: other_run.clone(),
+                call_id: "allowed".into(),
+                success: true,
+                ..Default::default()
+            }),
+            "INVALID_ARGUMENT",
+            "allowed",
+            "run_id:",
+        ),
+        (
+            "a second attach on the stream",
+            In::Attach(pb::Attach {
+                run_id: run_id.clone(),
+                ..Default::default()
+            }),
+            "FAILED_PRECONDITION",
+            "",
+            "already attached",
+        ),
+        (
+            "complete without a status",
+            In::Complete(pb::RunComplete::default()),
+            "INVALID_ARGUMENT",
+            "",
+            "complete.status",
+        ),
+        (
+            "complete as running",
+            In::Complete(pb::RunComplete {
+                status: pb::RunStatus::Running as i32,
+                ..Default::default()
+            }),
+            "INVALID_ARGUMENT",
+            "",
+            "complete.status",
+        ),
+        (
+            "complete with an unknown status",
+            In::Complete(pb::RunComplete {
+                status: 99,
+                ..Default::default()
+            }),
+            "INVALID_ARGUMENT",
+            "",
+            "complete.status: invalid enum value 99",
+        ),
+        (
+            "gate result nobody asked for",
+            In::QualityGateResult(pb::QualityGateResult::default()),
+            "FAILED_PRECONDITION",
+            "",
+            "no quality gate was requested",
+        ),
+        (
+            "delivery result nobody asked for",
+            In::DeliveryResult(pb::DeliveryResult::default()),
+            "FAILED_PRECONDITION",
+            "",
+            "no delivery was requested",
+        ),
+    ];
+    assert!(cases.len() >= 16);
+    for (name, message, code, call_id, text) in cases {
+        let before = fingerprint(&server, &run_id).await;
+        worker.send(message).await;
+        match worker.recv().await {
+            Out::Error(error) => {
+                assert_eq!(error.code, code, "{name}: {error:?}");
+                assert_eq!(error.call_id, call_id, "{name}: {error:?}");
+                assert!(
+                    error.message.contains(text),
+                    "{name}: {:?} lacks {text:?}",
+                    error.message
+                );
+            }
+            other => panic!("{name}: expected an error, got {other:?}"),
+        }
+        assert_eq!(
+            fingerprint(&server, &run_id).await,
+            before,
+            "{name} changed the run"
+        );
+    }
+    // An empty WorkerMessage cannot be built with `msg`, so send it raw.
+    let before = fingerprint(&server, &run_id).await;
+    worker
+        .tx
+        .send(pb::WorkerMessage { message: None })
+        .await
+        .unwrap();
+    match worker.recv().await {
+        Out::Error(error) => assert_eq!(error.code, "INVALID_ARGUMENT"),
+        other => panic!("expected an error, got {other:?}"),
+    }
+    assert_eq!(fingerprint(&server, &run_id).await, before);
+    // The session is still good.
+    assert_eq!(
+        decision(&worker.call("fine", "Read", "", "b").await),
+        pb::Decision::Allow
+    );
+}
+
+#[tokio::test]
+async fn broken_protocol_ends_the_stream_with_invalid_argument() {
+    let server = TestServer::start().await;
+    let run_id = server.start_run("").await;
+    let err = Worker::open(&server, request(&run_id, "c1", "Read"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument);
+    assert!(err.message().contains("first message"), "{}", err.message());
+
+    let attach = In::Attach(pb::Attach::default());
+    let err = Worker::open(&server, attach).await.unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument);
+    assert_eq!(err.message(), "attach.run_id: required");
+
+    let err = Worker::try_attach(&server, "unknown", "w")
+        .await
+        .err()
+        .unwrap();
+    assert_eq!(err.code(), Code::NotFound);
+    assert_eq!(
+        status(&server.get_run(&run_id).await),
+        pb::RunStatus::Pending
+    );
+}
+
+#[tokio::test]
+async fn a_message_over_the_size_limit_ends_the_stream_and_loses_nothing() {
+    let server = TestServer::start().await;
+    let run_id = server.start_run("trusted-mount-autonomous").await;
+    let (mut worker, _) = Worker::attach(&server, &run_id).await;
+    worker.call("c1", "Bash", "make", "").await;
+    let before = fingerprint(&server, &run_id).await;
+    worker
+        .send(In::ToolCallResult(pb::ToolCallResult {
+            call_id: "c1".into(),
+            success: true,
+            output: "x".repeat(5 * 1024 * 1024),
+            ..Default::default()
+        }))
+        .await;
+    let err = worker.next().await.unwrap_err();
+    assert!(
+        matches!(err.code(), Code::OutOfRange | Code::ResourceExhausted),
+        "{err:?}"
+    );
+    // The stream is gone (the detach is recorded) but the run and its counts are not.
+    let run = server.get_run(&run_id).await;
+    assert_eq!(run.status, before.1);
+    assert_eq!(run.step_count, before.2);
+    let (mut worker, attached) = Worker::attach(&server, &run_id).await;
+    assert!(attached.resumed);
+    assert!(matches!(
+        worker.result("c1", true, "small", 0.0).await,
+        Out::ResultAck(_)
+    ));
+}
+
+#[tokio::test]
+async fn operator_calls_refuse_bad_input_with_the_right_code() {
+    let server = TestServer::start().await;
+    let mut runs = server.runs().await;
+    let good = pb::StartRequest {
+        task_id: "t".into(),
+        agent_id: "a".into(),
+        project_id: "p".into(),
+        ..Default::default()
+    };
+    let cases: Vec<(&str, pb::StartRequest, &str)> = vec![
+        (
+            "missing task_id",
+            pb::StartRequest {
+                task_id: String::new(),
+                ..good.clone()
+            },
+            "task_id: required",
+        ),
+        (
+            "missing agent_id",
+            pb::StartRequest {
+                agent_id: String::new(),
+                ..good.clone()
+            },
+            "agent_id: required",
+        ),
+        (
+            "missing project_id",
+            pb::StartRequest {
+                project_id: String::new(),
+                ..good.clone()
+            },
+            "project_id: required",
+        ),
+        (
+            "unknown exec mode",
+            pb::StartRequest {
+                exec_mode: 7,
+                ..good.clone()
+            },
+            "exec_mode: invalid enum value 7",
+        ),
+        (
+            "unknown deliver mode",
+            pb::StartRequest {
+                deliver_mode: -2,
+                ..good.clone()
+            },
+            "deliver_mode: invalid enum value -2",
+        ),
+        (
+            "unknown profile",
+            pb::StartRequest {
+                policy_profile: "nope".into(),
+                ..good.clone()
+            },
+            "policy_profile: unknown profile \"nope\"",
+        ),
+    ];
+    for (name, request, message) in cases {
+        let err = runs.start_run(request).await.unwrap_err();
+        assert_eq!(err.code(), Code::InvalidArgument, "{name}");
+        assert_eq!(err.message(), message, "{name}");
+    }
+    let listed = runs
+        .list_runs(pb::ListRunsRequest::default())
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(listed.runs.is_empty(), "no bad request created a run");
+
+    let run_id = server.start_run("").await;
+    let code = |r: Result<tonic::Response<pb::Run>, tonic::Status>| r.unwrap_err().code();
+    assert_eq!(
+        code(
+            runs.get_run(pb::GetRunRequest {
+                run_id: "nope".into()
+            })
+            .await
+        ),
+        Code::NotFound
+    );
+    assert_eq!(
+        code(runs.get_run(pb::GetRunRequest::default()).await),
+        Code::InvalidArgument
+    );
+    assert_eq!(
+        code(
+            runs.cancel_run(pb::CancelRunRequest {
+                run_id: "nope".into(),
+                reason: String::new()
+            })
+            .await
+        ),
+        Code::NotFound
+    );
+
+    let bad_lists = [
+        pb::ListRunsRequest {
+            page_token: "garbage".into(),
+            ..Default::default()
+        },
+        pb::ListRunsRequest {
+            page_size: -1,
+            ..Default::default()
+        },
+        pb::ListRunsRequest {
+            status: 42,
+            ..Default::default()
+        },
+    ];
+    for request in bad_lists {
+        let err = runs.list_runs(request.clone()).await.unwrap_err();
+        assert_eq!(err.code(), Code::InvalidArgument, "{request:?}");
+    }
+
+    let resolve = |decision: i32, call_id: &str| pb::ResolveAskRequest {
+        run_id: run_id.clone(),
+        call_id: call_id.into(),
+        decision,
+        reason: String::new(),
+        resolver: String::new(),
+    };
+    let err = runs
+        .resolve_ask(resolve(pb::Decision::Allow as i32, "none"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::FailedPrecondition);
+    let err = runs.resolve_ask(resolve(0, "none")).await.unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument);
+    assert_eq!(err.message(), "decision: invalid enum value 0");
+    let err = runs
+        .resolve_ask(resolve(pb::Decision::Ask as i32, "none"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument);
+    let err = runs
+        .resolve_ask(resolve(pb::Decision::Allow as i32, ""))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument);
+
+    let err = runs
+        .list_run_events(pb::ListRunEventsRequest {
+            run_id: "nope".into(),
+            from_seq: 0,
+            page_size: 0,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::NotFound);
+    let err = runs
+        .watch_run(pb::WatchRunRequest {
+            run_id: "nope".into(),
+            from_seq: 0,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::NotFound);
+
+    runs.cancel_run(pb::CancelRunRequest {
+        run_id: run_id.clone(),
+        reason: String::new(),
+    })
+    .await
+    .unwrap();
+    let before = server.get_run(&run_id).await;
+    let err = runs
+        .cancel_run(pb::CancelRunRequest {
+            run_id: run_id.clone(),
+            reason: String::new(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::FailedPrecondition);
+    assert_eq!(server.get_run(&run_id).await, before);
+}

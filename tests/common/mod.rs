@@ -1,0 +1,341 @@
+//! A real runplane server on 127.0.0.1:0 with SQLite in a temp dir, and a scripted worker
+//! speaking to it through the generated tonic clients.
+#![allow(dead_code)]
+
+use std::time::Duration;
+
+use runplane::grpc::pb;
+use runplane::grpc::pb::coordinator_message::Message as Out;
+use runplane::grpc::pb::worker_message::Message as In;
+use runplane::server::{bind, ServeConfig};
+use tempfile::TempDir;
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::transport::Channel;
+use tonic::{Status, Streaming};
+
+pub use pb::run_service_client::RunServiceClient;
+pub use pb::worker_service_client::WorkerServiceClient;
+
+/// How long a test waits for a message it expects.
+pub const PATIENCE: Duration = Duration::from_secs(10);
+
+/// A running server and what it needs to be stopped and restarted.
+pub struct TestServer {
+    /// The bound address.
+    pub addr: std::net::SocketAddr,
+    /// Holds the data dir and the policy dir.
+    pub dir: TempDir,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<()>>,
+    config: ServeConfig,
+}
+
+/// Settings a test may change.
+pub struct Options {
+    /// A policy file's TOML, written to the policy dir.
+    pub policy: Option<String>,
+    /// The re-attach grace.
+    pub grace: Duration,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            policy: None,
+            grace: Duration::from_secs(60),
+        }
+    }
+}
+
+impl TestServer {
+    pub async fn start() -> TestServer {
+        TestServer::with(Options::default()).await
+    }
+
+    pub async fn with(options: Options) -> TestServer {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = ServeConfig::new(dir.path().join("data"));
+        config.listen = "127.0.0.1:0".parse().unwrap();
+        config.reattach_grace = options.grace;
+        config.shutdown_timeout = Duration::from_secs(2);
+        if let Some(policy) = options.policy {
+            let policy_dir = dir.path().join("policies");
+            std::fs::create_dir_all(&policy_dir).unwrap();
+            std::fs::write(policy_dir.join("test.toml"), policy).unwrap();
+            config.policy_dir = Some(policy_dir);
+        }
+        let mut server = TestServer {
+            addr: "127.0.0.1:0".parse().unwrap(),
+            dir,
+            stop: None,
+            task: None,
+            config,
+        };
+        server.boot().await;
+        server
+    }
+
+    async fn boot(&mut self) {
+        let bound = bind(self.config.clone()).await.unwrap();
+        self.addr = bound.local_addr().unwrap();
+        self.config.listen = self.addr;
+        let (stop, stopped) = oneshot::channel::<()>();
+        self.stop = Some(stop);
+        self.task = Some(tokio::spawn(async move {
+            bound
+                .serve(async {
+                    let _ = stopped.await;
+                })
+                .await
+                .unwrap();
+        }));
+    }
+
+    /// Graceful stop, then a new server on the same data dir and address.
+    pub async fn restart(&mut self) {
+        self.stop().await;
+        self.boot().await;
+    }
+
+    pub async fn stop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(task) = self.task.take() {
+            task.await.unwrap();
+        }
+    }
+
+    pub async fn channel(&self) -> Channel {
+        Channel::from_shared(format!("http://{}", self.addr))
+            .unwrap()
+            .connect()
+            .await
+            .unwrap()
+    }
+
+    pub async fn runs(&self) -> RunServiceClient<Channel> {
+        RunServiceClient::new(self.channel().await)
+    }
+
+    pub async fn workers(&self) -> WorkerServiceClient<Channel> {
+        WorkerServiceClient::new(self.channel().await)
+    }
+
+    /// Starts a run under `profile` and returns its id.
+    pub async fn start_run(&self, profile: &str) -> String {
+        let response = self
+            .runs()
+            .await
+            .start_run(pb::StartRequest {
+                task_id: "task-1".into(),
+                agent_id: "agent-1".into(),
+                project_id: "proj-1".into(),
+                policy_profile: profile.into(),
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        response.run.unwrap().id
+    }
+
+    pub async fn get_run(&self, run_id: &str) -> pb::Run {
+        self.runs()
+            .await
+            .get_run(pb::GetRunRequest {
+                run_id: run_id.into(),
+            })
+            .await
+            .unwrap()
+            .into_inner()
+    }
+
+    /// The whole event log of a run.
+    pub async fn events(&self, run_id: &str) -> Vec<pb::RunEvent> {
+        self.runs()
+            .await
+            .list_run_events(pb::ListRunEventsRequest {
+                run_id: run_id.into(),
+                from_seq: 0,
+                page_size: 1000,
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .events
+    }
+
+    /// The event types of a run's log, in order.
+    pub async fn event_types(&self, run_id: &str) -> Vec<String> {
+        self.events(run_id)
+            .await
+            .into_iter()
+            .map(|e| e.r#type)
+            .collect()
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
+
+/// A worker's side of a session.
+pub struct Worker {
+    pub tx: mpsc::Sender<pb::WorkerMessage>,
+    pub rx: Streaming<pb::CoordinatorMessage>,
+    pub run_id: String,
+}
+
+pub fn msg(message: In) -> pb::WorkerMessage {
+    pb::WorkerMessage {
+        message: Some(message),
+    }
+}
+
+impl Worker {
+    /// Opens a session whose first message is `first`.
+    pub async fn open(
+        server: &TestServer,
+        first: In,
+    ) -> Result<
+        (
+            mpsc::Sender<pb::WorkerMessage>,
+            Streaming<pb::CoordinatorMessage>,
+        ),
+        Status,
+    > {
+        let (tx, rx) = mpsc::channel(64);
+        tx.send(msg(first)).await.unwrap();
+        let response = server
+            .workers()
+            .await
+            .session(ReceiverStream::new(rx))
+            .await?;
+        Ok((tx, response.into_inner()))
+    }
+
+    /// Attaches to a run and returns the worker and the `Attached` reply.
+    pub async fn attach(server: &TestServer, run_id: &str) -> (Worker, pb::Attached) {
+        Worker::try_attach(server, run_id, "worker-1")
+            .await
+            .unwrap()
+    }
+
+    pub async fn try_attach(
+        server: &TestServer,
+        run_id: &str,
+        worker_id: &str,
+    ) -> Result<(Worker, pb::Attached), Status> {
+        let attach = In::Attach(pb::Attach {
+            run_id: run_id.into(),
+            worker_id: worker_id.into(),
+            token: String::new(),
+            workspace_root: "/work/repo".into(),
+        });
+        let (tx, rx) = Worker::open(server, attach).await?;
+        let mut worker = Worker {
+            tx,
+            rx,
+            run_id: run_id.into(),
+        };
+        match worker.next().await? {
+            Some(Out::Attached(attached)) => Ok((worker, attached)),
+            other => panic!("expected attached, got {other:?}"),
+        }
+    }
+
+    /// The next message, or the status that ended the stream (`Ok(None)`: ended normally).
+    pub async fn next(&mut self) -> Result<Option<Out>, Status> {
+        let message = tokio::time::timeout(PATIENCE, self.rx.message())
+            .await
+            .expect("no message from the server in time")?;
+        Ok(message.map(|m| m.message.expect("message set")))
+    }
+
+    /// The next message, which must be there.
+    pub async fn recv(&mut self) -> Out {
+        match self.next().await {
+            Ok(Some(out)) => out,
+            other => panic!("expected a message, got {other:?}"),
+        }
+    }
+
+    pub async fn send(&self, message: In) {
+        self.tx.send(msg(message)).await.unwrap();
+    }
+
+    /// Asks for a tool call and returns the first response.
+    pub async fn call(
+        &mut self,
+        call_id: &str,
+        tool: &str,
+        command: &str,
+        path: &str,
+    ) -> pb::ToolCallResponse {
+        self.send(In::ToolCallRequest(pb::ToolCallRequest {
+            run_id: self.run_id.clone(),
+            call_id: call_id.into(),
+            tool: tool.into(),
+            command: command.into(),
+            path: path.into(),
+        }))
+        .await;
+        match self.recv().await {
+            Out::ToolCallResponse(response) => response,
+            other => panic!("expected a tool call response, got {other:?}"),
+        }
+    }
+
+    /// Reports a result and returns the ack.
+    pub async fn result(&mut self, call_id: &str, success: bool, output: &str, cost: f64) -> Out {
+        self.send(In::ToolCallResult(pb::ToolCallResult {
+            run_id: self.run_id.clone(),
+            call_id: call_id.into(),
+            success,
+            output: output.into(),
+            error: String::new(),
+            cost_usd: cost,
+            duration: None,
+        }))
+        .await;
+        self.recv().await
+    }
+}
+
+pub fn decision(response: &pb::ToolCallResponse) -> pb::Decision {
+    pb::Decision::try_from(response.decision).unwrap()
+}
+
+pub fn status(run: &pb::Run) -> pb::RunStatus {
+    pb::RunStatus::try_from(run.status).unwrap()
+}
+
+/// A profile with small limits, for tests that end runs by limit, stall or time.
+pub fn limits_profile(name: &str, extra: &str) -> String {
+    format!(
+        r#"
+name = "{name}"
+mode = "acceptEdits"
+
+[[rules]]
+specifier = {{ tool = "Bash" }}
+decision = "deny"
+command_allow = ["curl"]
+
+[[rules]]
+specifier = {{ tool = "Edit" }}
+decision = "ask"
+path_allow = ["ask/**"]
+
+[termination]
+{extra}
+"#
+    )
+}

@@ -1,0 +1,65 @@
+//! Graceful restarts of an in-process server on the same data directory.
+
+mod common;
+
+use common::*;
+use runplane::grpc::pb;
+
+#[tokio::test]
+async fn shutdown_tells_the_worker_and_the_next_server_resumes_the_run() {
+    let mut server = TestServer::with(Options {
+        policy: Some(limits_profile("asks", "max_steps = 10")),
+        ..Options::default()
+    })
+    .await;
+    let run_id = server.start_run("asks").await;
+    let (mut worker, _) = Worker::attach(&server, &run_id).await;
+    worker.call("r1", "Read", "", "a").await;
+    assert_eq!(
+        decision(&worker.call("e1", "Edit", "", "ask/x").await),
+        pb::Decision::Ask
+    );
+
+    server.restart().await;
+    let err = worker.next().await.unwrap_err();
+    assert_eq!(err.code(), tonic::Code::Unavailable, "{err:?}");
+
+    let pending = server
+        .runs()
+        .await
+        .list_pending_asks(pb::ListPendingAsksRequest::default())
+        .await
+        .unwrap()
+        .into_inner()
+        .asks;
+    assert_eq!(pending.len(), 1);
+    let (mut worker, attached) = Worker::attach(&server, &run_id).await;
+    assert!(attached.resumed);
+    assert_eq!(attached.run.unwrap().step_count, 2);
+    assert_eq!(attached.limits.unwrap().max_steps, 10);
+    let repeat = worker.call("e1", "Edit", "", "ask/x").await;
+    assert_eq!(
+        decision(&repeat),
+        pb::Decision::Ask,
+        "still waiting for an operator"
+    );
+}
+
+#[tokio::test]
+async fn a_run_whose_profile_was_removed_fails_at_restart() {
+    let mut server = TestServer::with(Options {
+        policy: Some(limits_profile("gone", "")),
+        ..Options::default()
+    })
+    .await;
+    let run_id = server.start_run("gone").await;
+    std::fs::remove_file(server.dir.path().join("policies/test.toml")).unwrap();
+    server.restart().await;
+    let run = server.get_run(&run_id).await;
+    assert_eq!(status(&run), pb::RunStatus::Failed);
+    assert_eq!(run.error, "policy profile \"gone\" no longer exists");
+    assert_eq!(
+        server.event_types(&run_id).await.last().unwrap(),
+        "run.failed"
+    );
+}
