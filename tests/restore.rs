@@ -24,14 +24,7 @@ async fn shutdown_tells_the_worker_and_the_next_server_resumes_the_run() {
     let err = worker.next().await.unwrap_err();
     assert_eq!(err.code(), tonic::Code::Unavailable, "{err:?}");
 
-    let pending = server
-        .runs()
-        .await
-        .list_pending_asks(pb::ListPendingAsksRequest::default())
-        .await
-        .unwrap()
-        .into_inner()
-        .asks;
+    let pending = server.pending_asks("").await;
     assert_eq!(pending.len(), 1);
     let (mut worker, attached) = Worker::attach(&server, &run_id).await;
     assert!(attached.resumed);

@@ -260,16 +260,7 @@ async fn ask_resolved_allow_sends_the_final_decision_and_accepts_the_result() {
     let asked = worker.call("e1", "Edit", "", "ask/file.rs").await;
     assert_eq!(decision(&asked), pb::Decision::Ask);
 
-    let pending = server
-        .runs()
-        .await
-        .list_pending_asks(pb::ListPendingAsksRequest {
-            run_id: run_id.clone(),
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .asks;
+    let pending = server.pending_asks(&run_id).await;
     assert_eq!(pending.len(), 1);
     let request = pending[0].request.clone().unwrap();
     assert_eq!(
@@ -349,14 +340,7 @@ async fn an_unanswered_ask_times_out_as_deny() {
     let resolved = events.last().unwrap();
     assert_eq!(resolved.r#type, "run.toolcall.resolved");
     assert_eq!(resolved.attributes["resolver"], "timeout");
-    let pending = server
-        .runs()
-        .await
-        .list_pending_asks(pb::ListPendingAsksRequest::default())
-        .await
-        .unwrap()
-        .into_inner();
-    assert!(pending.asks.is_empty());
+    assert!(server.pending_asks("").await.is_empty());
 }
 
 async fn complete(worker: &mut Worker) {

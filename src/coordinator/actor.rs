@@ -9,9 +9,9 @@ use chrono::{DateTime, TimeDelta, Utc};
 use tokio::sync::{mpsc, oneshot};
 use tracing::{debug, info, warn, Instrument};
 
-use super::messages::{CloseReason, CoordinatorError, Push, WorkerInput};
+use super::messages::{CloseReason, CoordinatorError, PendingAsk, Push, WorkerInput};
 use super::Shared;
-use crate::domain::{Decision, Run, StallTracker, Status, ToolCallResponse};
+use crate::domain::{Decision, Run, StallTracker, Status, ToolCallRequest, ToolCallResponse};
 use crate::policy::CompiledProfile;
 use crate::store::{Commit, Event, StoreError};
 
@@ -92,6 +92,25 @@ pub(super) struct CallState {
     pub ask: Option<AskWait>,
     /// Whether a result was recorded (a repeat is acknowledged, not counted).
     pub result_recorded: bool,
+}
+
+impl CallState {
+    /// The call as `ListPendingAsks` shows it, while it waits for an operator.
+    pub fn pending_ask(&self, run_id: &str, call_id: &str) -> Option<PendingAsk> {
+        let wait = self.ask?;
+        Some(PendingAsk {
+            request: ToolCallRequest {
+                run_id: run_id.to_string(),
+                call_id: call_id.to_string(),
+                tool: self.tool.clone(),
+                command: self.command.clone(),
+                path: self.path.clone(),
+            },
+            reason: self.reason.clone(),
+            asked_at: wait.asked_at,
+            deadline: wait.deadline,
+        })
+    }
 }
 
 /// A call waiting for an operator's answer.

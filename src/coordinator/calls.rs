@@ -4,7 +4,7 @@ use chrono::TimeDelta;
 use tracing::debug;
 
 use super::actor::{AskWait, CallState, RunActor};
-use super::messages::{PendingAsk, Push, SessionError};
+use super::messages::{Push, SessionError};
 use crate::domain::{Decision, Status, ToolCallRequest, ToolCallResponse, ToolCallResult};
 use crate::policy::ToolCall;
 use crate::store::StoreError;
@@ -119,19 +119,8 @@ impl RunActor {
         let Some(call) = self.calls.get(call_id) else {
             return Ok(());
         };
-        if let Some(AskWait { asked_at, deadline }) = call.ask {
-            self.shared.ask_opened(PendingAsk {
-                request: ToolCallRequest {
-                    run_id: self.run.id.clone(),
-                    call_id: call_id.to_string(),
-                    tool: call.tool.clone(),
-                    command: call.command.clone(),
-                    path: call.path.clone(),
-                },
-                reason: call.reason.clone(),
-                asked_at,
-                deadline,
-            });
+        if let Some(ask) = call.pending_ask(&self.run.id, call_id) {
+            self.shared.ask_opened(ask);
         }
         let response = self.response(call_id, call.decision, call.reason.clone());
         self.push(Push::Decision(response));

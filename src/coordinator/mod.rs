@@ -249,19 +249,8 @@ impl Coordinator {
             deferred: Vec::new(),
         };
         for (call_id, call) in &actor.calls {
-            if let Some(actor::AskWait { asked_at, deadline }) = call.ask {
-                self.shared.ask_opened(PendingAsk {
-                    request: crate::domain::ToolCallRequest {
-                        run_id: actor.run.id.clone(),
-                        call_id: call_id.clone(),
-                        tool: call.tool.clone(),
-                        command: call.command.clone(),
-                        path: call.path.clone(),
-                    },
-                    reason: call.reason.clone(),
-                    asked_at,
-                    deadline,
-                });
+            if let Some(ask) = call.pending_ask(&actor.run.id, call_id) {
+                self.shared.ask_opened(ask);
             }
         }
         lock(&self.shared.actors).insert(actor.run.id.clone(), tx.clone());

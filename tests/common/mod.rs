@@ -168,6 +168,19 @@ impl TestServer {
             .events
     }
 
+    /// Pending asks of one run, or of all runs when `run_id` is empty.
+    pub async fn pending_asks(&self, run_id: &str) -> Vec<pb::PendingAsk> {
+        self.runs()
+            .await
+            .list_pending_asks(pb::ListPendingAsksRequest {
+                run_id: run_id.into(),
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .asks
+    }
+
     /// The event types of a run's log, in order.
     pub async fn event_types(&self, run_id: &str) -> Vec<String> {
         self.events(run_id)
