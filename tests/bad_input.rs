@@ -87,6 +87,36 @@ async fn in_stream_errors_name_the_problem_and_change_nothing() {
             "run_id:",
         ),
         (
+            "a call_id reused for another call",
+            request(&run_id, "allowed", "Bash"),
+            "INVALID_ARGUMENT",
+            "allowed",
+            "call_id: allowed was already used for a different call",
+        ),
+        (
+            "a command over 64 KiB",
+            In::ToolCallRequest(pb::ToolCallRequest {
+                call_id: "big".into(),
+                tool: "Bash".into(),
+                command: "x".repeat(65537),
+                ..Default::default()
+            }),
+            "INVALID_ARGUMENT",
+            "big",
+            "command: at most 65536 bytes, got 65537",
+        ),
+        (
+            "an output over 64 KiB in complete",
+            In::Complete(pb::RunComplete {
+                status: pb::RunStatus::Completed as i32,
+                output: "x".repeat(65537),
+                ..Default::default()
+            }),
+            "INVALID_ARGUMENT",
+            "",
+            "complete.output: at most 65536 bytes",
+        ),
+        (
             "result for an unknown call",
             result("nope", 0.0, None),
             "NOT_FOUND",
@@ -468,4 +498,97 @@ async fn operator_calls_refuse_bad_input_with_the_right_code() {
         .unwrap_err();
     assert_eq!(err.code(), Code::FailedPrecondition);
     assert_eq!(server.get_run(&run_id).await, before);
+}
+
+#[tokio::test]
+async fn a_worker_that_does_not_read_is_cut_off_with_resource_exhausted() {
+    let server = TestServer::start().await;
+    let run_id = server.start_run("").await;
+    // A small receive window keeps the replies in the server's queue instead of the
+    // transport's buffers, so the queue is what fills.
+    let channel = tonic::transport::Channel::from_shared(format!("http://{}", server.addr))
+        .unwrap()
+        .initial_stream_window_size(65_535)
+        .initial_connection_window_size(65_535)
+        .connect()
+        .await
+        .unwrap();
+    let (tx, rx) = tokio::sync::mpsc::channel(1024);
+    tx.send(msg(In::Attach(pb::Attach {
+        run_id: run_id.clone(),
+        ..Default::default()
+    })))
+    .await
+    .unwrap();
+    let mut stream = WorkerServiceClient::new(channel)
+        .session(tokio_stream::wrappers::ReceiverStream::new(rx))
+        .await
+        .unwrap()
+        .into_inner();
+    for _ in 0..100_000 {
+        tx.send(msg(In::Heartbeat(pb::Heartbeat {}))).await.unwrap();
+    }
+    let status = loop {
+        match tokio::time::timeout(PATIENCE, stream.message())
+            .await
+            .unwrap()
+        {
+            Ok(Some(_)) => continue,
+            Ok(None) => panic!("the stream ended without a status"),
+            Err(status) => break status,
+        }
+    };
+    assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
+    let (_, attached) = Worker::attach(&server, &run_id).await;
+    assert!(attached.resumed, "the run waits for a re-attach");
+}
+
+#[tokio::test]
+async fn list_pages_are_cut_to_fit_the_message_limit() {
+    let server = TestServer::with(Options {
+        max_message_bytes: 256 * 1024,
+        ..Options::default()
+    })
+    .await;
+    let mut ids = Vec::new();
+    for _ in 0..10 {
+        let run_id = server.start_run("trusted-mount-autonomous").await;
+        let (mut worker, _) = Worker::attach(&server, &run_id).await;
+        worker
+            .send(In::Complete(pb::RunComplete {
+                status: pb::RunStatus::Completed as i32,
+                output: "o".repeat(60_000),
+                error: String::new(),
+            }))
+            .await;
+        assert!(matches!(worker.recv().await, Out::Finished(_)));
+        ids.push(run_id);
+    }
+    let mut runs = server.runs().await;
+    let mut seen = Vec::new();
+    let mut token = String::new();
+    let mut pages = 0;
+    loop {
+        let page = runs
+            .list_runs(pb::ListRunsRequest {
+                page_size: 50,
+                page_token: token.clone(),
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        pages += 1;
+        seen.extend(page.runs.into_iter().map(|r| r.id));
+        if page.next_page_token.is_empty() {
+            break;
+        }
+        token = page.next_page_token;
+    }
+    assert!(
+        pages > 1,
+        "a 600 KB listing does not fit one 256 KiB message"
+    );
+    ids.reverse();
+    assert_eq!(seen, ids, "every run once, newest first");
 }

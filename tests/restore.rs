@@ -4,6 +4,8 @@ mod common;
 
 use common::*;
 use runplane::grpc::pb;
+use runplane::grpc::pb::coordinator_message::Message as Out;
+use runplane::grpc::pb::worker_message::Message as In;
 
 #[tokio::test]
 async fn shutdown_tells_the_worker_and_the_next_server_resumes_the_run() {
@@ -55,4 +57,56 @@ async fn a_run_whose_profile_was_removed_fails_at_restart() {
         server.event_types(&run_id).await.last().unwrap(),
         "run.failed"
     );
+}
+
+#[tokio::test]
+async fn a_delivery_outstanding_at_restart_is_requested_again() {
+    let mut server = TestServer::start().await;
+    let run_id = server
+        .runs()
+        .await
+        .start_run(pb::StartRequest {
+            task_id: "t".into(),
+            agent_id: "a".into(),
+            project_id: "p".into(),
+            policy_profile: "trusted-mount-autonomous".into(),
+            deliver_mode: pb::DeliverMode::Branch as i32,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .run
+        .unwrap()
+        .id;
+    let (mut worker, _) = Worker::attach(&server, &run_id).await;
+    worker
+        .send(In::Complete(pb::RunComplete {
+            status: pb::RunStatus::Completed as i32,
+            ..Default::default()
+        }))
+        .await;
+    assert!(matches!(worker.recv().await, Out::DeliverRequest(_)));
+    server.restart().await;
+    let (mut worker, _) = Worker::attach(&server, &run_id).await;
+    match worker.recv().await {
+        Out::DeliverRequest(deliver) => assert_eq!(deliver.mode, pb::DeliverMode::Branch as i32),
+        other => panic!("expected the delivery request again, got {other:?}"),
+    }
+    worker
+        .send(In::DeliveryResult(pb::DeliveryResult {
+            success: true,
+            branch_name: "runplane/t".into(),
+            ..Default::default()
+        }))
+        .await;
+    match worker.recv().await {
+        Out::Finished(finished) => {
+            assert_eq!(
+                finished.run.unwrap().status,
+                pb::RunStatus::Completed as i32
+            )
+        }
+        other => panic!("expected finished, got {other:?}"),
+    }
 }

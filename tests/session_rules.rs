@@ -699,3 +699,32 @@ async fn watching_a_finished_run_replays_its_whole_log_and_ends() {
         assert_eq!(types.last().unwrap(), "run.completed");
     }
 }
+
+#[tokio::test]
+async fn a_reattach_during_the_gate_gets_the_gate_request_again() {
+    let server = TestServer::start().await;
+    let run_id = server.start_run("headless-safe-sandbox").await;
+    let (mut worker, _) = Worker::attach(&server, &run_id).await;
+    complete(&mut worker).await;
+    assert!(matches!(worker.recv().await, Out::QualityGateRequest(_)));
+    drop(worker);
+    let (mut worker, attached) = Worker::attach(&server, &run_id).await;
+    assert_eq!(
+        attached.run.unwrap().status,
+        pb::RunStatus::QualityGate as i32
+    );
+    assert!(matches!(worker.recv().await, Out::QualityGateRequest(_)));
+    worker
+        .send(In::Complete(pb::RunComplete {
+            status: pb::RunStatus::Completed as i32,
+            ..Default::default()
+        }))
+        .await;
+    match worker.recv().await {
+        Out::Error(error) => assert_eq!(
+            error.message,
+            "complete: the run already completed and waits for its quality gate"
+        ),
+        other => panic!("expected an error, got {other:?}"),
+    }
+}

@@ -372,12 +372,15 @@ impl RunActor {
     /// rather than allowed to stall the run; it may re-attach.
     pub(super) fn push(&mut self, push: Push) {
         let Some(session) = &self.session else { return };
-        if session.outbound.try_send(push).is_err() {
-            warn!("worker stream is full or gone; detaching it");
-            self.session = None;
-            if !self.run.status.is_terminal() {
-                self.grace_deadline = Some(self.shared.clock.now() + self.shared.grace());
-            }
+        // The last slot of the queue is kept for the `Close` that tells a slow worker why
+        // its stream ended.
+        if session.outbound.capacity() > 1 && session.outbound.try_send(push).is_ok() {
+            return;
+        }
+        warn!("worker does not read its stream; detaching it");
+        self.close_session(CloseReason::TooSlow);
+        if !self.run.status.is_terminal() {
+            self.grace_deadline = Some(self.shared.clock.now() + self.shared.grace());
         }
     }
 

@@ -20,8 +20,23 @@ impl RunActor {
             return Ok(());
         }
         if let Some(call) = self.calls.get(&request.call_id) {
-            let response = self.response(&request.call_id, call.decision, call.reason.clone());
-            self.push(Push::Decision(response));
+            // Answering a different call with an old decision would allow what was never
+            // judged: the repeat must be the same call.
+            let push = if call.tool == request.tool
+                && call.command == request.command
+                && call.path == request.path
+            {
+                Push::Decision(self.response(&request.call_id, call.decision, call.reason.clone()))
+            } else {
+                Push::Error(SessionError::invalid(
+                    &request.call_id,
+                    format!(
+                        "call_id: {} was already used for a different call ({} {}{})",
+                        request.call_id, call.tool, call.command, call.path
+                    ),
+                ))
+            };
+            self.push(push);
             return Ok(());
         }
         if self.run.status != Status::Running {

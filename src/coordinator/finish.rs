@@ -12,9 +12,14 @@ impl RunActor {
         completion: RunCompletion,
     ) -> Result<(), StoreError> {
         if self.run.status != Status::Running || self.phase != Phase::Working {
+            let state = match self.phase {
+                Phase::Working => format!("run is {}, not running", self.run.status),
+                Phase::Gate => "the run already completed and waits for its quality gate".into(),
+                Phase::Delivering => "the run already completed and waits for its delivery".into(),
+            };
             self.push(Push::Error(SessionError::precondition(
                 "",
-                format!("complete: run is {}, not running", self.run.status),
+                format!("complete: {state}"),
             )));
             return Ok(());
         }
@@ -46,12 +51,9 @@ impl RunActor {
                     ],
                 );
                 self.commit().await?;
-                self.push(Push::QualityGate {
-                    run_tests: gate.require_tests_pass,
-                    run_lint: gate.require_lint_pass,
-                    test_command: gate.test_command,
-                    lint_command: gate.lint_command,
-                });
+                if let Some(request) = self.outstanding_request() {
+                    self.push(request);
+                }
                 Ok(())
             }
             other => {
@@ -118,11 +120,34 @@ impl RunActor {
         self.phase = Phase::Delivering;
         self.record("run.delivery.requested", [("mode", mode.to_string())]);
         self.commit().await?;
-        self.push(Push::Deliver {
-            mode,
-            commit_message: format!("runplane: task {} (run {})", self.run.task_id, self.run.id),
-        });
+        if let Some(request) = self.outstanding_request() {
+            self.push(request);
+        }
         Ok(())
+    }
+
+    /// The gate or delivery request the worker still owes an answer to; sent when it is
+    /// asked for and again on every re-attach, so a worker that lost its stream learns it.
+    pub(super) fn outstanding_request(&self) -> Option<Push> {
+        match self.phase {
+            Phase::Working => None,
+            Phase::Gate => {
+                let gate = &self.profile.profile().quality_gate;
+                Some(Push::QualityGate {
+                    run_tests: gate.require_tests_pass,
+                    run_lint: gate.require_lint_pass,
+                    test_command: gate.test_command.clone(),
+                    lint_command: gate.lint_command.clone(),
+                })
+            }
+            Phase::Delivering => Some(Push::Deliver {
+                mode: self.run.deliver_mode?,
+                commit_message: format!(
+                    "runplane: task {} (run {})",
+                    self.run.task_id, self.run.id
+                ),
+            }),
+        }
     }
 
     /// `delivery_result`: recorded; the run is completed either way, a failure noted.

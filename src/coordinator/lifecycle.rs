@@ -57,6 +57,9 @@ impl RunActor {
             limits: self.profile.profile().termination.clone(),
             resumed,
         });
+        if let Some(request) = self.outstanding_request() {
+            self.push(request);
+        }
         Ok(())
     }
 

@@ -185,6 +185,8 @@ pub enum CloseReason {
     },
     /// The server is shutting down; re-attach to the next one.
     Shutdown,
+    /// The worker left too many pushes unread; it may re-attach.
+    TooSlow,
     /// The run's state could not be saved; re-attach to retry.
     Internal(String),
 }

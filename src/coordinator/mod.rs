@@ -214,24 +214,29 @@ impl Coordinator {
             .await?;
         self.shared.publish(vec![event]);
         info!(run_id = %run.id, profile = %run.policy_profile, "run created");
-        self.spawn_actor(run.clone(), profile, stall, 2, HashMap::new(), None);
+        self.spawn_actor(ActorState {
+            run: run.clone(),
+            profile,
+            stall,
+            next_seq: 2,
+            calls: HashMap::new(),
+            grace_deadline: None,
+            phase: Phase::Working,
+        });
         Ok(run)
     }
 
-    fn spawn_actor(
-        &self,
-        run: Run,
-        profile: Arc<CompiledProfile>,
-        stall: StallTracker,
-        next_seq: u64,
-        calls: HashMap<String, actor::CallState>,
-        grace_deadline: Option<chrono::DateTime<chrono::Utc>>,
-    ) -> mpsc::Sender<Command> {
+    fn spawn_actor(&self, state: ActorState) -> mpsc::Sender<Command> {
+        let ActorState {
+            run,
+            profile,
+            stall,
+            next_seq,
+            calls,
+            grace_deadline,
+            phase,
+        } = state;
         let (tx, rx) = mpsc::channel(ACTOR_QUEUE);
-        let phase = match run.status {
-            Status::QualityGate => Phase::Gate,
-            _ => Phase::Working,
-        };
         let actor = RunActor {
             shared: Arc::clone(&self.shared),
             stored_version: run.version,
@@ -271,15 +276,27 @@ impl Coordinator {
             self.fail_unrestorable(run, next_seq).await?;
             return Ok(None);
         };
-        let calls = restore::calls_from_log(&events);
         let stall = stall
             .unwrap_or_else(|| StallTracker::new(profile.profile().termination.stall_threshold));
         // A running run's worker is gone with the old server: give it the full grace.
-        let grace =
+        let grace_deadline =
             (run.status != Status::Pending).then(|| self.shared.clock.now() + self.shared.grace());
-        Ok(Some(
-            self.spawn_actor(run, profile, stall, next_seq, calls, grace),
-        ))
+        let phase = if restore::delivery_outstanding(&events) {
+            Phase::Delivering
+        } else if run.status == Status::QualityGate {
+            Phase::Gate
+        } else {
+            Phase::Working
+        };
+        Ok(Some(self.spawn_actor(ActorState {
+            calls: restore::calls_from_log(&events),
+            run,
+            profile,
+            stall,
+            next_seq,
+            grace_deadline,
+            phase,
+        })))
     }
 
     async fn fail_unrestorable(&self, mut run: Run, seq: u64) -> Result<(), StoreError> {
@@ -466,6 +483,21 @@ async fn ask_actor<T>(
         .await
         .map_err(|_| CoordinatorError::Unavailable)?;
     answer.await.map_err(|_| CoordinatorError::Unavailable)?
+}
+
+/// What a run's actor starts from: a new run, or one restored from the store.
+struct ActorState {
+    run: Run,
+    profile: Arc<CompiledProfile>,
+    stall: StallTracker,
+    /// The next event sequence number.
+    next_seq: u64,
+    /// The decided calls (from the log when restored).
+    calls: HashMap<String, actor::CallState>,
+    /// When the run fails unless a worker attaches (restored running runs).
+    grace_deadline: Option<chrono::DateTime<chrono::Utc>>,
+    /// Gate or delivery progress (from the status and the log when restored).
+    phase: Phase,
 }
 
 /// A worker's attached session: forwards its messages to the run's actor.

@@ -9,6 +9,16 @@ use super::actor::{AskWait, CallState};
 use crate::domain::Decision;
 use crate::store::Event;
 
+/// Whether the log ends with a delivery the worker has not reported on: the status alone
+/// cannot tell (a delivering run is still running or in its gate status).
+pub(super) fn delivery_outstanding(events: &[Event]) -> bool {
+    events
+        .iter()
+        .rev()
+        .find(|e| e.kind.starts_with("run.delivery."))
+        .is_some_and(|e| e.kind == "run.delivery.requested")
+}
+
 /// The calls of a run as its log tells them.
 pub(super) fn calls_from_log(events: &[Event]) -> HashMap<String, CallState> {
     let mut calls: HashMap<String, CallState> = HashMap::new();

@@ -9,7 +9,7 @@ use tonic::{Request, Response, Status};
 
 use crate::coordinator::Coordinator;
 use crate::domain::StartRequest;
-use crate::grpc::convert::{decision_from_proto, status_from_proto};
+use crate::grpc::convert::{bounded, decision_from_proto, status_from_proto};
 use crate::grpc::pb;
 use crate::store::{PageCursor, RunQuery};
 
@@ -24,6 +24,24 @@ const MAX_PAGE: usize = 1000;
 pub struct RunApi {
     /// The coordinator every call goes through.
     pub coordinator: Coordinator,
+    /// The server's message limit: list pages are cut to fit in it.
+    pub max_message_bytes: usize,
+}
+
+impl RunApi {
+    /// How many of `items` fit in one response: at least one (each is far below the limit,
+    /// see `convert::MAX_TEXT_BYTES`), then as many as stay within half the message limit.
+    fn fitting<T: prost::Message>(&self, items: &[T]) -> usize {
+        let budget = self.max_message_bytes / 2;
+        let mut used = 0;
+        for (count, item) in items.iter().enumerate() {
+            used += item.encoded_len() + 8;
+            if count > 0 && used > budget {
+                return count;
+            }
+        }
+        items.len()
+    }
 }
 
 fn required(field: &str, value: &str) -> Result<(), Status> {
@@ -108,9 +126,20 @@ impl pb::run_service_server::RunService for RunApi {
             agent_id: non_empty(request.agent_id),
         };
         let page = self.coordinator.list_runs(query).await?;
+        let mut runs: Vec<pb::Run> = page.runs.iter().map(pb::Run::from).collect();
+        let fit = self.fitting(&runs);
+        let next = if fit < runs.len() {
+            runs.truncate(fit);
+            page.runs.get(fit.wrapping_sub(1)).map(|last| PageCursor {
+                created_at: last.created_at,
+                id: last.id.clone(),
+            })
+        } else {
+            page.next
+        };
         Ok(Response::new(pb::ListRunsResponse {
-            runs: page.runs.iter().map(pb::Run::from).collect(),
-            next_page_token: page.next.as_ref().map(encode_token).unwrap_or_default(),
+            runs,
+            next_page_token: next.as_ref().map(encode_token).unwrap_or_default(),
         }))
     }
 
@@ -120,10 +149,8 @@ impl pb::run_service_server::RunService for RunApi {
     ) -> Result<Response<pb::Run>, Status> {
         let request = request.into_inner();
         required("run_id", &request.run_id)?;
-        let run = self
-            .coordinator
-            .cancel_run(&request.run_id, request.reason)
-            .await?;
+        let reason = bounded("reason", request.reason)?;
+        let run = self.coordinator.cancel_run(&request.run_id, reason).await?;
         Ok(Response::new(pb::Run::from(&run)))
     }
 
@@ -157,9 +184,11 @@ impl pb::run_service_server::RunService for RunApi {
             .coordinator
             .list_events(&request.run_id, from_seq, limit)
             .await?;
+        let mut events: Vec<pb::RunEvent> = events.iter().map(pb::RunEvent::from).collect();
+        events.truncate(self.fitting(&events));
         let next_seq = events.last().map_or(from_seq, |e| e.seq + 1);
         Ok(Response::new(pb::ListRunEventsResponse {
-            events: events.iter().map(pb::RunEvent::from).collect(),
+            events,
             next_seq,
         }))
     }
@@ -194,8 +223,8 @@ impl pb::run_service_server::RunService for RunApi {
                 &request.run_id,
                 &request.call_id,
                 decision,
-                request.reason,
-                request.resolver,
+                bounded("reason", request.reason)?,
+                bounded("resolver", request.resolver)?,
             )
             .await?;
         Ok(Response::new(pb::ToolCallResponse::from(&response)))

@@ -150,6 +150,9 @@ fn close_status(reason: &CloseReason) -> Option<Status> {
         CloseReason::Shutdown => Some(Status::unavailable(
             "server is shutting down; re-attach when it is back",
         )),
+        CloseReason::TooSlow => Some(Status::resource_exhausted(format!(
+            "the worker left {OUTBOUND_BUFFER} messages unread; read the stream, then re-attach"
+        ))),
         CloseReason::Internal(message) => Some(Status::internal(format!(
             "run state could not be saved ({message}); re-attach to retry"
         ))),

@@ -156,6 +156,7 @@ impl BoundServer {
 
         let run_api = pb::run_service_server::RunServiceServer::new(RunApi {
             coordinator: coordinator.clone(),
+            max_message_bytes: limit,
         })
         .max_decoding_message_size(limit)
         .max_encoding_message_size(limit);

@@ -38,6 +38,8 @@ pub struct Options {
     pub policy: Option<String>,
     /// The re-attach grace.
     pub grace: Duration,
+    /// The gRPC message limit.
+    pub max_message_bytes: usize,
 }
 
 impl Default for Options {
@@ -45,6 +47,7 @@ impl Default for Options {
         Options {
             policy: None,
             grace: Duration::from_secs(60),
+            max_message_bytes: runplane::server::DEFAULT_MAX_MESSAGE_BYTES,
         }
     }
 }
@@ -59,6 +62,7 @@ impl TestServer {
         let mut config = ServeConfig::new(dir.path().join("data"));
         config.listen = "127.0.0.1:0".parse().unwrap();
         config.reattach_grace = options.grace;
+        config.max_message_bytes = options.max_message_bytes;
         config.shutdown_timeout = Duration::from_secs(2);
         if let Some(policy) = options.policy {
             let policy_dir = dir.path().join("policies");

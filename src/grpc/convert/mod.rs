@@ -54,13 +54,36 @@ impl From<ConvertError> for tonic::Status {
     }
 }
 
-/// Refuses an empty string where the proto field is required.
+/// Longest identifier accepted (ids, call ids, tool and profile names).
+pub const MAX_ID_BYTES: usize = 1024;
+/// Longest stored text accepted (commands, paths, outputs and errors that end up in a run or
+/// its log). Keeps every run and event far below the gRPC message limit, so they can always
+/// be read back; a tool result's output is not stored and may be as large as a message.
+pub const MAX_TEXT_BYTES: usize = 64 * 1024;
+
+fn at_most(field: &'static str, value: String, max: usize) -> Result<String, ConvertError> {
+    if value.len() > max {
+        Err(ConvertError::OutOfRange {
+            field,
+            problem: format!("at most {max} bytes, got {}", value.len()),
+        })
+    } else {
+        Ok(value)
+    }
+}
+
+/// Refuses an empty or overlong identifier where the proto field is required.
 pub(crate) fn required(field: &'static str, value: String) -> Result<String, ConvertError> {
     if value.is_empty() {
         Err(ConvertError::Required { field })
     } else {
-        Ok(value)
+        at_most(field, value, MAX_ID_BYTES)
     }
+}
+
+/// Refuses a stored text longer than `MAX_TEXT_BYTES`.
+pub fn bounded(field: &'static str, value: String) -> Result<String, ConvertError> {
+    at_most(field, value, MAX_TEXT_BYTES)
 }
 
 /// Refuses a negative, NaN or infinite amount.

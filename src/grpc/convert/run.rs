@@ -3,8 +3,8 @@
 use std::time::Duration;
 
 use super::{
-    from_timestamp, non_negative, non_negative_finite, required, required_timestamp, timestamp,
-    ConvertError,
+    bounded, from_timestamp, non_negative, non_negative_finite, required, required_timestamp,
+    timestamp, ConvertError,
 };
 use crate::domain::{
     Decision, DeliverMode, ExecMode, Run, StartRequest, Status, ToolCallRequest, ToolCallResponse,
@@ -194,8 +194,8 @@ impl TryFrom<pb::StartRequest> for StartRequest {
             task_id: required("task_id", req.task_id)?,
             agent_id: required("agent_id", req.agent_id)?,
             project_id: required("project_id", req.project_id)?,
-            team_id: req.team_id,
-            policy_profile: req.policy_profile,
+            team_id: bounded("team_id", req.team_id)?,
+            policy_profile: bounded("policy_profile", req.policy_profile)?,
             exec_mode: exec_mode_from_proto("exec_mode", req.exec_mode)?,
             deliver_mode: deliver_mode_from_proto("deliver_mode", req.deliver_mode)?,
         })
@@ -223,8 +223,8 @@ impl TryFrom<pb::ToolCallRequest> for ToolCallRequest {
             run_id: req.run_id,
             call_id: required("call_id", req.call_id)?,
             tool: required("tool", req.tool)?,
-            command: req.command,
-            path: req.path,
+            command: bounded("command", req.command)?,
+            path: bounded("path", req.path)?,
         })
     }
 }
@@ -298,7 +298,7 @@ impl TryFrom<pb::ToolCallResult> for ToolCallResult {
             call_id: required("call_id", result.call_id)?,
             success: result.success,
             output: result.output,
-            error: result.error,
+            error: bounded("error", result.error)?,
             cost_usd: non_negative_finite("cost_usd", result.cost_usd)?,
             duration: result
                 .duration

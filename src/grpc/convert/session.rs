@@ -1,6 +1,6 @@
 //! Conversions for the worker session, the event log and pending asks.
 
-use super::{status_from_proto, timestamp, ConvertError};
+use super::{bounded, status_from_proto, timestamp, ConvertError};
 use crate::coordinator::{
     AttachRequest, DeliveryOutcome, GateOutcome, PendingAsk, Push, RunCompletion, SessionError,
     WorkerInput,
@@ -17,9 +17,9 @@ impl TryFrom<pb::Attach> for AttachRequest {
     fn try_from(attach: pb::Attach) -> Result<AttachRequest, ConvertError> {
         Ok(AttachRequest {
             run_id: super::required("attach.run_id", attach.run_id)?,
-            worker_id: attach.worker_id,
+            worker_id: bounded("attach.worker_id", attach.worker_id)?,
             token: attach.token,
-            workspace_root: attach.workspace_root,
+            workspace_root: bounded("attach.workspace_root", attach.workspace_root)?,
         })
     }
 }
@@ -56,8 +56,8 @@ pub fn worker_input(message: pb::WorkerMessage) -> Result<WorkerInput, SessionEr
                 })?;
             Ok(WorkerInput::Complete(RunCompletion {
                 status,
-                output: complete.output,
-                error: complete.error,
+                output: bounded("complete.output", complete.output).map_err(|e| invalid("", e))?,
+                error: bounded("complete.error", complete.error).map_err(|e| invalid("", e))?,
             }))
         }
         Some(In::QualityGateResult(gate)) => Ok(WorkerInput::GateResult(GateOutcome {
@@ -65,16 +65,19 @@ pub fn worker_input(message: pb::WorkerMessage) -> Result<WorkerInput, SessionEr
             lint_passed: gate.lint_passed,
             test_output: gate.test_output,
             lint_output: gate.lint_output,
-            error: gate.error,
+            error: bounded("quality_gate_result.error", gate.error).map_err(|e| invalid("", e))?,
         })),
-        Some(In::DeliveryResult(delivery)) => Ok(WorkerInput::Delivery(DeliveryOutcome {
-            success: delivery.success,
-            patch_path: delivery.patch_path,
-            commit_hash: delivery.commit_hash,
-            branch_name: delivery.branch_name,
-            pr_url: delivery.pr_url,
-            error: delivery.error,
-        })),
+        Some(In::DeliveryResult(delivery)) => {
+            let field = |name, value| bounded(name, value).map_err(|e| invalid("", e));
+            Ok(WorkerInput::Delivery(DeliveryOutcome {
+                success: delivery.success,
+                patch_path: field("delivery_result.patch_path", delivery.patch_path)?,
+                commit_hash: field("delivery_result.commit_hash", delivery.commit_hash)?,
+                branch_name: field("delivery_result.branch_name", delivery.branch_name)?,
+                pr_url: field("delivery_result.pr_url", delivery.pr_url)?,
+                error: field("delivery_result.error", delivery.error)?,
+            }))
+        }
         Some(In::Heartbeat(_)) => Ok(WorkerInput::Heartbeat),
     }
 }
