@@ -2,7 +2,7 @@
 //! the only writer of its log. Everything reaches it as a `Command`, so no lock is held
 //! across a store write and one run never waits for another.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use chrono::{DateTime, TimeDelta, Utc};
@@ -149,6 +149,11 @@ pub(super) struct RunActor {
     pub next_seq: u64,
     /// Every decided call of the run.
     pub calls: HashMap<String, CallState>,
+    /// The calls that may be waiting for an operator: every call that was asked, until
+    /// `next_deadline` finds it answered. The actor looks for the next ask deadline before
+    /// every command, and scanning all of `calls` there made each message cost O(calls
+    /// so far) — a run's thousandth call paid for the 999 before it.
+    pub asking: HashSet<String>,
     /// The attached worker, if any.
     pub session: Option<Session>,
     /// Gate and delivery progress.
@@ -270,11 +275,17 @@ impl RunActor {
 
     /// The earliest moment something happens without a message: the wall-clock limit, the
     /// re-attach grace, or a pending ask's timeout.
-    fn next_deadline(&self) -> Option<DateTime<Utc>> {
+    fn next_deadline(&mut self) -> Option<DateTime<Utc>> {
         if self.run.status.is_terminal() {
             return None;
         }
-        let asks = self.calls.values().filter_map(|c| c.ask?.deadline);
+        let calls = &self.calls;
+        self.asking
+            .retain(|call_id| calls.get(call_id).is_some_and(|c| c.ask.is_some()));
+        let asks = self
+            .asking
+            .iter()
+            .filter_map(|call_id| self.calls.get(call_id)?.ask?.deadline);
         [self.time_limit_deadline(), self.grace_deadline]
             .into_iter()
             .flatten()
@@ -304,10 +315,13 @@ impl RunActor {
             return Ok(Flow::Continue);
         }
         let expired: Vec<String> = self
-            .calls
+            .asking
             .iter()
-            .filter(|(_, c)| c.ask.and_then(|a| a.deadline).is_some_and(|at| at <= now))
-            .map(|(id, _)| id.clone())
+            .filter(|id| {
+                let deadline = self.calls.get(*id).and_then(|c| c.ask?.deadline);
+                deadline.is_some_and(|at| at <= now)
+            })
+            .cloned()
             .collect();
         for call_id in expired {
             let seconds = self.profile.profile().termination.ask_timeout_seconds;

@@ -114,6 +114,9 @@ impl RunActor {
             ],
         );
         debug!(call_id = %request.call_id, tool = %request.tool, %decision, reason = %reason, "decided");
+        if ask.is_some() {
+            self.asking.insert(request.call_id.clone());
+        }
         self.calls.insert(
             request.call_id.clone(),
             CallState {

@@ -53,7 +53,7 @@ impl RunActor {
         self.grace_deadline = None;
         self.session = Some(session);
         self.push(Push::Attached {
-            run: self.run.clone(),
+            run: Box::new(self.run.clone()),
             limits: self.profile.profile().termination.clone(),
             resumed,
         });
@@ -244,7 +244,7 @@ impl RunActor {
         self.record(kind, [("reason", error)]);
         self.commit().await?;
         info!(%status, "run finished");
-        self.push(Push::Finished(self.run.clone()));
+        self.push(Push::Finished(Box::new(self.run.clone())));
         self.close_session(CloseReason::Finished);
         Ok(())
     }

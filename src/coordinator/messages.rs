@@ -115,8 +115,10 @@ impl SessionError {
 pub enum Push {
     /// Reply to attach.
     Attached {
-        /// The run now.
-        run: Run,
+        /// The run now. Boxed, like `Finished`'s: a channel allocates its slots for the
+        /// largest variant, and every session's outbound queue would otherwise pay for
+        /// an inline `Run` in each slot (DESIGN goal: a small idle session).
+        run: Box<Run>,
         /// Its limits.
         limits: TerminationCondition,
         /// Whether the run was already running.
@@ -164,7 +166,7 @@ pub enum Push {
         commit_message: String,
     },
     /// The run is over; the stream closes after this.
-    Finished(Run),
+    Finished(Box<Run>),
     /// A refused message.
     Error(SessionError),
     /// Reply to a heartbeat.

@@ -237,6 +237,11 @@ impl Coordinator {
             phase,
         } = state;
         let (tx, rx) = mpsc::channel(ACTOR_QUEUE);
+        let asking = calls
+            .iter()
+            .filter(|(_, call)| call.ask.is_some())
+            .map(|(call_id, _)| call_id.clone())
+            .collect();
         let actor = RunActor {
             shared: Arc::clone(&self.shared),
             stored_version: run.version,
@@ -245,6 +250,7 @@ impl Coordinator {
             stall,
             next_seq,
             calls,
+            asking,
             session: None,
             phase,
             completion_note: String::new(),

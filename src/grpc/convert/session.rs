@@ -94,7 +94,7 @@ pub fn coordinator_message(push: Push) -> Option<pb::CoordinatorMessage> {
             limits,
             resumed,
         } => Out::Attached(pb::Attached {
-            run: Some(pb::Run::from(&run)),
+            run: Some(pb::Run::from(&*run)),
             limits: Some(pb::TerminationCondition::from(&limits)),
             resumed,
         }),
@@ -132,7 +132,7 @@ pub fn coordinator_message(push: Push) -> Option<pb::CoordinatorMessage> {
             commit_message,
         }),
         Push::Finished(run) => Out::Finished(pb::Finished {
-            run: Some(pb::Run::from(&run)),
+            run: Some(pb::Run::from(&*run)),
         }),
         Push::Error(error) => Out::Error(session_error(error)),
         Push::Heartbeat(s) => Out::Heartbeat(pb::HeartbeatReply { status: status(s) }),

@@ -7,6 +7,7 @@
 //! behind these choices.
 
 mod checkpoint;
+mod encode;
 mod read;
 mod schema;
 mod writer;
@@ -201,10 +202,17 @@ impl Drop for SqliteStore {
 impl RunStore for SqliteStore {
     /// The commit is queued when this is called, not when the future is first polled, so
     /// commits issued one after another by one caller are applied in that order.
+    ///
+    /// The commit is validated and encoded here, on the caller's thread, so the single
+    /// writer thread only binds and writes (see `encode`).
     fn commit(&self, commit: Commit) -> StoreFuture<()> {
+        let encoded = match encode::encode(commit) {
+            Ok(encoded) => encoded,
+            Err(error) => return Box::pin(std::future::ready(Err(error))),
+        };
         let (reply, answer) = oneshot::channel();
         let queued = match &*self.jobs.read().unwrap_or_else(PoisonError::into_inner) {
-            Some(jobs) => jobs.send(Job::Commit(Box::new(commit), reply)).is_ok(),
+            Some(jobs) => jobs.send(Job::Commit(Box::new(encoded), reply)).is_ok(),
             None => false,
         };
         Box::pin(async move {

@@ -11,15 +11,16 @@ use rusqlite::{params, Connection, OptionalExtension};
 use tokio::sync::oneshot;
 
 use super::db_err;
-use crate::store::{Commit, StoreError};
+use super::encode::EncodedCommit;
+use crate::store::StoreError;
 
 /// Where a commit's outcome is sent.
 pub(super) type Reply = oneshot::Sender<Result<(), StoreError>>;
 
 /// What the writer is asked to do.
 pub(super) enum Job {
-    /// Apply a commit and answer. Boxed: a `Run` is large and the queue moves jobs around.
-    Commit(Box<Commit>, Reply),
+    /// Apply a commit and answer. Boxed: the queue moves jobs around.
+    Commit(Box<EncodedCommit>, Reply),
     /// Finish the current group and stop; jobs queued behind this are dropped unanswered,
     /// which their waiters see as `Closed`.
     Shutdown,
@@ -27,7 +28,7 @@ pub(super) enum Job {
 
 /// Runs until `Shutdown` arrives or every sender is gone.
 pub(super) fn run(conn: Connection, queue: mpsc::Receiver<Job>, max_batch: usize) {
-    let mut group: Vec<(Box<Commit>, Reply)> = Vec::with_capacity(max_batch.min(4096));
+    let mut group: Vec<(Box<EncodedCommit>, Reply)> = Vec::with_capacity(max_batch.min(4096));
     let mut running = true;
     while running {
         // Block for the first job only; then take whatever else is already waiting. Under
@@ -62,7 +63,10 @@ pub(super) fn run(conn: Connection, queue: mpsc::Receiver<Job>, max_batch: usize
 
 /// Writes a group in one transaction and returns each commit's outcome. Nothing is
 /// reported as written before COMMIT has returned.
-fn write_group(conn: &Connection, group: &[(Box<Commit>, Reply)]) -> Vec<Result<(), StoreError>> {
+fn write_group(
+    conn: &Connection,
+    group: &[(Box<EncodedCommit>, Reply)],
+) -> Vec<Result<(), StoreError>> {
     let fail_all = |message: String| {
         group
             .iter()
@@ -105,7 +109,10 @@ fn write_group(conn: &Connection, group: &[(Box<Commit>, Reply)]) -> Vec<Result<
 
 /// Applies one commit in a savepoint. The outer error means the savepoint could not be
 /// undone, so the group transaction cannot be trusted and must be abandoned.
-fn in_savepoint(conn: &Connection, commit: &Commit) -> Result<Result<(), StoreError>, String> {
+fn in_savepoint(
+    conn: &Connection,
+    commit: &EncodedCommit,
+) -> Result<Result<(), StoreError>, String> {
     exec(conn, "SAVEPOINT c").map_err(|e| format!("savepoint: {e}"))?;
     match write_commit(conn, commit) {
         Ok(()) => {
@@ -134,128 +141,101 @@ fn exec(conn: &Connection, sql: &str) -> rusqlite::Result<usize> {
     conn.prepare_cached(sql)?.execute([])
 }
 
-/// The run row, then the events.
-fn write_commit(conn: &Connection, commit: &Commit) -> Result<(), StoreError> {
-    let run = &commit.run;
-    // A run that would not read back (a NaN cost serialises as null) must not be stored.
-    run.validate()
-        .map_err(|e| StoreError::Database(format!("run {}: refused: {e}", run.id)))?;
-    let run_json = serde_json::to_string(run)
-        .map_err(|e| StoreError::Database(format!("run {}: encode: {e}", run.id)))?;
-    let stall_json = commit
-        .stall
-        .as_ref()
-        .map(serde_json::to_string)
-        .transpose()
-        .map_err(|e| StoreError::Database(format!("run {}: encode stall tracker: {e}", run.id)))?;
-    let row = RunRow {
-        commit,
-        run_json: &run_json,
-        stall_json: stall_json.as_deref(),
-    };
+/// The run row, then the events. Validation and encoding were done by `encode` before
+/// the commit was queued.
+fn write_commit(conn: &Connection, commit: &EncodedCommit) -> Result<(), StoreError> {
     let run_no = match commit.expected_version {
-        None => row.insert(conn)?,
-        Some(expected) => row.update(conn, expected)?,
+        None => insert_run(conn, commit)?,
+        Some(expected) => update_run(conn, commit, expected)?,
     };
     append_events(conn, commit, run_no)
 }
 
-/// A commit's run as the columns of `runs`.
-struct RunRow<'a> {
-    commit: &'a Commit,
-    run_json: &'a str,
-    stall_json: Option<&'a str>,
+fn insert_run(conn: &Connection, run: &EncodedCommit) -> Result<i64, StoreError> {
+    let inserted = conn
+        .prepare_cached(
+            "INSERT INTO runs (id, task_id, agent_id, project_id, status, created_at,
+                               version, run_json, stall_json)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+             ON CONFLICT (id) DO NOTHING
+             RETURNING run_no",
+        )
+        .and_then(|mut stmt| {
+            stmt.query_row(
+                params![
+                    run.run_id,
+                    run.task_id,
+                    run.agent_id,
+                    run.project_id,
+                    run.status,
+                    run.created_at,
+                    run.version,
+                    run.run_json,
+                    run.stall_json,
+                ],
+                |r| r.get(0),
+            )
+            .optional()
+        })
+        .map_err(db_err(&format!("run {}: insert", run.run_id)))?;
+    match inserted {
+        Some(run_no) => Ok(run_no),
+        None => Err(StoreError::Conflict {
+            run_id: run.run_id.clone(),
+            expected: None,
+            found: stored_version(conn, &run.run_id)?,
+        }),
+    }
 }
 
-impl RunRow<'_> {
-    fn insert(&self, conn: &Connection) -> Result<i64, StoreError> {
-        let run = &self.commit.run;
-        let inserted = conn
-            .prepare_cached(
-                "INSERT INTO runs (id, task_id, agent_id, project_id, status, created_at,
-                                   version, run_json, stall_json)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
-                 ON CONFLICT (id) DO NOTHING
-                 RETURNING run_no",
-            )
+/// Task, agent, project and creation time never change after a run is created, so only
+/// the insert writes their columns (and their indexes).
+fn update_run(conn: &Connection, run: &EncodedCommit, expected: i64) -> Result<i64, StoreError> {
+    if run.version <= expected {
+        return Err(StoreError::Database(format!(
+            "run {}: a change must raise the version past {expected}, got {}",
+            run.run_id, run.version
+        )));
+    }
+    // Most commits keep the status. Naming `status` in SET would make SQLite rewrite the
+    // status and live-run index entries even when the value is the same, so try the
+    // narrower statement first.
+    let attempts = [
+        "UPDATE runs SET version = ?3, run_json = ?4, stall_json = coalesce(?5, stall_json)
+         WHERE id = ?1 AND version = ?2 AND status = ?6
+         RETURNING run_no",
+        "UPDATE runs SET status = ?6, version = ?3, run_json = ?4,
+                         stall_json = coalesce(?5, stall_json)
+         WHERE id = ?1 AND version = ?2
+         RETURNING run_no",
+    ];
+    for sql in attempts {
+        let updated = conn
+            .prepare_cached(sql)
             .and_then(|mut stmt| {
                 stmt.query_row(
                     params![
-                        run.id,
-                        run.task_id,
-                        run.agent_id,
-                        run.project_id,
-                        run.status.as_str(),
-                        run.created_at.timestamp_micros(),
+                        run.run_id,
+                        expected,
                         run.version,
-                        self.run_json,
-                        self.stall_json,
+                        run.run_json,
+                        run.stall_json,
+                        run.status,
                     ],
                     |r| r.get(0),
                 )
                 .optional()
             })
-            .map_err(db_err(&format!("run {}: insert", run.id)))?;
-        match inserted {
-            Some(run_no) => Ok(run_no),
-            None => Err(StoreError::Conflict {
-                run_id: run.id.clone(),
-                expected: None,
-                found: stored_version(conn, &run.id)?,
-            }),
+            .map_err(db_err(&format!("run {}: update", run.run_id)))?;
+        if let Some(run_no) = updated {
+            return Ok(run_no);
         }
     }
-
-    /// Task, agent, project and creation time never change after a run is created, so
-    /// only the insert writes their columns (and their indexes).
-    fn update(&self, conn: &Connection, expected: i64) -> Result<i64, StoreError> {
-        let run = &self.commit.run;
-        if run.version <= expected {
-            return Err(StoreError::Database(format!(
-                "run {}: a change must raise the version past {expected}, got {}",
-                run.id, run.version
-            )));
-        }
-        // Most commits keep the status. Naming `status` in SET would make SQLite rewrite
-        // the status and live-run index entries even when the value is the same, so try
-        // the narrower statement first.
-        let attempts = [
-            "UPDATE runs SET version = ?3, run_json = ?4, stall_json = coalesce(?5, stall_json)
-             WHERE id = ?1 AND version = ?2 AND status = ?6
-             RETURNING run_no",
-            "UPDATE runs SET status = ?6, version = ?3, run_json = ?4,
-                             stall_json = coalesce(?5, stall_json)
-             WHERE id = ?1 AND version = ?2
-             RETURNING run_no",
-        ];
-        for sql in attempts {
-            let updated = conn
-                .prepare_cached(sql)
-                .and_then(|mut stmt| {
-                    stmt.query_row(
-                        params![
-                            run.id,
-                            expected,
-                            run.version,
-                            self.run_json,
-                            self.stall_json,
-                            run.status.as_str(),
-                        ],
-                        |r| r.get(0),
-                    )
-                    .optional()
-                })
-                .map_err(db_err(&format!("run {}: update", run.id)))?;
-            if let Some(run_no) = updated {
-                return Ok(run_no);
-            }
-        }
-        Err(StoreError::Conflict {
-            run_id: run.id.clone(),
-            expected: Some(expected),
-            found: stored_version(conn, &run.id)?,
-        })
-    }
+    Err(StoreError::Conflict {
+        run_id: run.run_id.clone(),
+        expected: Some(expected),
+        found: stored_version(conn, &run.run_id)?,
+    })
 }
 
 /// The stored version of a run, for a conflict report.
@@ -267,11 +247,11 @@ fn stored_version(conn: &Connection, run_id: &str) -> Result<Option<i64>, StoreE
 
 /// Appends the commit's events, refusing any that would leave a gap or repeat a seq: the
 /// log is what watchers replay and restores rebuild from, so it must stay gapless.
-fn append_events(conn: &Connection, commit: &Commit, run_no: i64) -> Result<(), StoreError> {
+fn append_events(conn: &Connection, commit: &EncodedCommit, run_no: i64) -> Result<(), StoreError> {
     if commit.events.is_empty() {
         return Ok(());
     }
-    let run_id = &commit.run.id;
+    let run_id = &commit.run_id;
     let last: Option<i64> = conn
         .prepare_cached("SELECT max(seq) FROM events WHERE run_no = ?1")
         .and_then(|mut stmt| stmt.query_row([run_no], |r| r.get(0)))
@@ -283,28 +263,14 @@ fn append_events(conn: &Connection, commit: &Commit, run_no: i64) -> Result<(), 
         )
         .map_err(db_err("prepare event insert"))?;
     for (seq, event) in (first..).zip(&commit.events) {
-        if &event.run_id != run_id {
-            return Err(StoreError::Database(format!(
-                "run {run_id}: event seq {} belongs to run {}",
-                event.seq, event.run_id
-            )));
-        }
         if i64::try_from(event.seq).ok() != Some(seq) {
             return Err(StoreError::Database(format!(
                 "run {run_id}: event seq {} does not continue the log (next is {seq})",
                 event.seq
             )));
         }
-        let attributes = serde_json::to_string(&event.attributes)
-            .map_err(|e| StoreError::Database(format!("run {run_id}: encode event {seq}: {e}")))?;
         insert
-            .execute(params![
-                run_no,
-                seq,
-                event.kind,
-                event.at.timestamp_micros(),
-                attributes
-            ])
+            .execute(params![run_no, seq, event.kind, event.at, event.attributes])
             .map_err(db_err(&format!("run {run_id}: insert event {seq}")))?;
     }
     Ok(())

@@ -1,0 +1,319 @@
+//! End-to-end benchmark of runplane against the bare-stream limit.
+//!
+//! ```text
+//! cargo run --release --example bench -- [--sessions N] [--connections K] [--duration SECS]
+//!     [--rate R] [--server URL] [--quick] [--json] [--write-md BENCHMARKS.md]
+//! ```
+//!
+//! In one process: a runplane server (fresh SQLite in a temp dir, the `bench` profile in a
+//! policy dir there) and a bare tonic echo of `WorkerService` on two loopback ports, each
+//! on its own tokio runtime; the client on a third. C sessions over K HTTP/2 connections
+//! drive each: ping-pong (the maximum rate), then open loop at 50 % of runplane's maximum
+//! (or `--rate`). Then the memory of idle sessions on a server child process, and the store
+//! alone under many committers. `--server URL` targets a running runplane instead (it must
+//! load the profile that `--print-profile` prints, e.g. via `--policy-dir`).
+//!
+//! Every decision and result is committed before it is answered, as always; the store uses
+//! the server's defaults (`synchronous=normal`).
+
+mod echo;
+mod idle;
+mod load;
+mod report;
+mod store;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::Parser;
+use load::{Mode, Target};
+
+/// The bench profile: the mix's reads, greps, edits and shell lines allowed, two denied
+/// (a read of `.env`, `rm -rf /` after `&&`), no step, cost or time limit so a run never
+/// ends mid-bench, stall detection off (the outputs repeat).
+pub const PROFILE: &str = r#"name = "bench"
+description = "Benchmark mix: most calls allowed, some denied; no limits."
+mode = "default"
+
+[[rules]]
+specifier = { tool = "Read" }
+decision = "deny"
+path_allow = ["**/.env", "secrets/**"]
+
+[[rules]]
+specifier = { tool = "Read" }
+decision = "allow"
+
+[[rules]]
+specifier = { tool = "Grep" }
+decision = "allow"
+
+[[rules]]
+specifier = { tool = "Edit" }
+decision = "allow"
+path_allow = ["src/**", "tests/**"]
+path_deny = ["**/.env"]
+
+[[rules]]
+specifier = { tool = "Bash" }
+decision = "deny"
+command_allow = ["curl", "wget", "rm -rf"]
+
+[[rules]]
+specifier = { tool = "Bash" }
+decision = "allow"
+command_allow = ["cargo test", "cargo build", "git status", "git diff", "git rev-parse", "grep", "echo", "cat"]
+
+[[rules]]
+specifier = { tool = "Write" }
+decision = "allow"
+path_allow = ["src/**", "**/*.txt"]
+
+[termination]
+max_steps = 0
+timeout_seconds = 0
+max_cost = 0.0
+stall_detection = false
+ask_timeout_seconds = 0
+"#;
+
+/// Flags.
+#[derive(Parser, Clone)]
+#[command(about = "runplane end-to-end benchmark against a bare tonic echo")]
+pub struct Args {
+    /// Concurrent sessions (one run each).
+    #[arg(long)]
+    sessions: Option<usize>,
+    /// HTTP/2 connections the sessions share.
+    #[arg(long)]
+    connections: Option<usize>,
+    /// Seconds per measured phase.
+    #[arg(long)]
+    duration: Option<f64>,
+    /// Open-loop rate, round trips per second [default: 50 % of runplane's ping-pong rate].
+    #[arg(long)]
+    rate: Option<f64>,
+    /// A running runplane server to measure instead of the in-process one.
+    #[arg(long)]
+    server: Option<String>,
+    /// Idle sessions for the memory figure.
+    #[arg(long)]
+    idle_sessions: Option<usize>,
+    /// Concurrent committers for the store figure.
+    #[arg(long)]
+    committers: Option<usize>,
+    /// Small and short (under 30 s): the CI smoke test.
+    #[arg(long)]
+    quick: bool,
+    /// Print one JSON object instead of the table.
+    #[arg(long)]
+    json: bool,
+    /// Also write the figures into this Markdown file (between bench markers).
+    #[arg(long)]
+    write_md: Option<PathBuf>,
+    /// Measure the store alone and exit (for comparing store changes quickly).
+    #[arg(long)]
+    store_only: bool,
+    /// Print the bench profile (TOML) and exit.
+    #[arg(long)]
+    print_profile: bool,
+    /// Internal: serve runplane only (the idle-memory child).
+    #[arg(long, num_args = 2, value_names = ["DATA_DIR", "POLICY_DIR"], hide = true)]
+    serve_child: Option<Vec<PathBuf>>,
+}
+
+/// The settings a run uses, after `--quick` and the defaults.
+#[derive(Clone, serde::Serialize)]
+pub struct Settings {
+    pub sessions: usize,
+    pub connections: usize,
+    pub duration_secs: f64,
+    pub warmup_secs: f64,
+    pub idle_sessions: usize,
+    pub committers: usize,
+    pub quick: bool,
+}
+
+impl Settings {
+    fn from(args: &Args) -> Settings {
+        let (sessions, connections, duration, warmup, idle, committers) = if args.quick {
+            (200, 4, 2.0, 0.5, 2_000, 200)
+        } else {
+            (1_000, 8, 10.0, 2.0, 10_000, 1_000)
+        };
+        Settings {
+            sessions: args.sessions.unwrap_or(sessions),
+            connections: args.connections.unwrap_or(connections),
+            duration_secs: args.duration.unwrap_or(duration),
+            warmup_secs: warmup,
+            idle_sessions: args.idle_sessions.unwrap_or(idle),
+            committers: args.committers.unwrap_or(committers),
+            quick: args.quick,
+        }
+    }
+}
+
+fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    if let Some(dirs) = &args.serve_child {
+        return idle::serve_child(&dirs[0], &dirs[1]);
+    }
+    if args.print_profile {
+        print!("{PROFILE}");
+        return Ok(());
+    }
+    let settings = Settings::from(&args);
+    let dir = tempfile::tempdir()?;
+    if args.store_only {
+        let runtime = tokio::runtime::Runtime::new()?;
+        let duration = Duration::from_secs_f64(settings.duration_secs);
+        let result = runtime.block_on(store::run(dir.path(), settings.committers, duration))?;
+        println!("{}", report::store_line(&result));
+        return Ok(());
+    }
+    let policy_dir = dir.path().join("policies");
+    std::fs::create_dir_all(&policy_dir)?;
+    std::fs::write(policy_dir.join("bench.toml"), PROFILE)?;
+
+    // The servers get their own runtime (as they would in their own process); the client
+    // gets another. Both size themselves to the machine's cores.
+    let servers = tokio::runtime::Builder::new_multi_thread()
+        .thread_name("bench-server")
+        .enable_all()
+        .build()?;
+    let runplane_url = match &args.server {
+        Some(url) => url.clone(),
+        None => {
+            let mut config = runplane::server::ServeConfig::new(dir.path().join("data"));
+            config.listen = "127.0.0.1:0".parse()?;
+            config.policy_dir = Some(policy_dir.clone());
+            let bound = servers.block_on(runplane::server::bind(config))?;
+            let addr = bound.local_addr()?;
+            servers.spawn(async move {
+                if let Err(e) = bound.serve(std::future::pending()).await {
+                    eprintln!("runplane server: {e}");
+                }
+            });
+            format!("http://{addr}")
+        }
+    };
+    let echo_url = format!("http://{}", servers.block_on(echo::serve())?);
+
+    let client = tokio::runtime::Builder::new_multi_thread()
+        .thread_name("bench-client")
+        .enable_all()
+        .build()?;
+    let figures = client.block_on(measure(
+        &args,
+        &settings,
+        &runplane_url,
+        &echo_url,
+        dir.path(),
+        &policy_dir,
+    ))?;
+    servers.shutdown_timeout(Duration::from_secs(1));
+
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&report::json(&settings, &figures))?
+        );
+    } else {
+        print!("{}", report::table(&settings, &figures));
+    }
+    if let Some(path) = &args.write_md {
+        report::write_md(path, &settings, &figures, &args)
+            .with_context(|| format!("write {}", path.display()))?;
+    }
+    Ok(())
+}
+
+/// Everything measured.
+pub struct Figures {
+    pub echo_max: load::PhaseResult,
+    pub runplane_max: load::PhaseResult,
+    pub half_rate: f64,
+    pub runplane_half: load::PhaseResult,
+    pub echo_half: load::PhaseResult,
+    pub idle: Option<idle::IdleResult>,
+    pub store: store::StoreResult,
+}
+
+async fn measure(
+    args: &Args,
+    settings: &Settings,
+    runplane_url: &str,
+    echo_url: &str,
+    dir: &std::path::Path,
+    policy_dir: &std::path::Path,
+) -> anyhow::Result<Figures> {
+    let duration = Duration::from_secs_f64(settings.duration_secs);
+    let warmup = Duration::from_secs_f64(settings.warmup_secs);
+    let (c, k) = (settings.sessions, settings.connections);
+    progress(args, &format!("echo: {c} sessions over {k} connections"));
+    let channels = load::connect(echo_url, k).await?;
+    let echo = load::open_sessions(&channels, Target::Echo, "", c).await?;
+    let (echo, _) = load::run_phase(echo, Mode::PingPong, warmup).await?;
+    let (echo, echo_max) = load::run_phase(echo, Mode::PingPong, duration).await?;
+    progress(
+        args,
+        &format!("echo: {:.0} round trips/s", echo_max.round_trips_per_sec()),
+    );
+
+    progress(args, &format!("runplane: starting {c} runs and sessions"));
+    let channels = load::connect(runplane_url, k).await?;
+    let sessions = load::open_sessions(&channels, Target::Runplane, "bench", c).await?;
+    let (sessions, _) = load::run_phase(sessions, Mode::PingPong, warmup).await?;
+    let (sessions, runplane_max) = load::run_phase(sessions, Mode::PingPong, duration).await?;
+    progress(
+        args,
+        &format!(
+            "runplane: {:.0} round trips/s",
+            runplane_max.round_trips_per_sec()
+        ),
+    );
+    let half_rate = args
+        .rate
+        .unwrap_or(runplane_max.round_trips_per_sec() / 2.0);
+    let rate = Mode::OpenLoop { rate: half_rate };
+    let (sessions, runplane_half) = load::run_phase(sessions, rate, duration).await?;
+    drop(sessions);
+    let (echo, echo_half) = load::run_phase(echo, rate, duration).await?;
+    drop(echo);
+    progress(
+        args,
+        &format!("open loop at {half_rate:.0} round trips/s done"),
+    );
+
+    // Memory is measured on a child server; with --server there is no child to read.
+    let idle = if args.server.is_none() && settings.idle_sessions > 0 {
+        progress(
+            args,
+            &format!(
+                "idle: {} sessions on a server child",
+                settings.idle_sessions
+            ),
+        );
+        Some(idle::run(dir, policy_dir, settings.idle_sessions, "bench").await?)
+    } else {
+        None
+    };
+    progress(args, &format!("store: {} committers", settings.committers));
+    let store = store::run(dir, settings.committers, duration).await?;
+    Ok(Figures {
+        echo_max,
+        runplane_max,
+        half_rate,
+        runplane_half,
+        echo_half,
+        idle,
+        store,
+    })
+}
+
+fn progress(args: &Args, message: &str) {
+    if !args.json {
+        eprintln!("… {message}");
+    }
+}
