@@ -592,3 +592,105 @@ async fn list_pages_are_cut_to_fit_the_message_limit() {
     ids.reverse();
     assert_eq!(seen, ids, "every run once, newest first");
 }
+
+#[tokio::test]
+async fn a_cost_that_would_make_the_total_infinite_is_refused() {
+    let server = TestServer::with(Options {
+        policy: Some(limits_profile("no-limits", "")),
+        ..Options::default()
+    })
+    .await;
+    let run_id = server.start_run("no-limits").await;
+    let (mut worker, _) = Worker::attach(&server, &run_id).await;
+    worker.call("c1", "Read", "", "a").await;
+    assert!(matches!(
+        worker.result("c1", true, "x", f64::MAX).await,
+        Out::ResultAck(_)
+    ));
+    worker.call("c2", "Read", "", "b").await;
+    let before = fingerprint(&server, &run_id).await;
+    match worker.result("c2", true, "y", f64::MAX).await {
+        Out::Error(error) => {
+            assert_eq!(error.code, "INVALID_ARGUMENT");
+            assert!(error.message.contains("infinite"), "{}", error.message);
+        }
+        other => panic!("expected an error, got {other:?}"),
+    }
+    assert_eq!(fingerprint(&server, &run_id).await, before);
+    assert_eq!(server.get_run(&run_id).await.cost_usd, f64::MAX);
+}
+
+#[tokio::test]
+async fn a_refused_complete_stores_nothing_of_its_output() {
+    let server = TestServer::start().await;
+    let run_id = server.start_run("trusted-mount-autonomous").await;
+    let (mut worker, _) = Worker::attach(&server, &run_id).await;
+    worker
+        .send(In::Complete(pb::RunComplete {
+            status: pb::RunStatus::Running as i32,
+            output: "leaked".into(),
+            error: String::new(),
+        }))
+        .await;
+    assert!(matches!(worker.recv().await, Out::Error(_)));
+    worker.call("c1", "Read", "", "a").await;
+    assert_eq!(server.get_run(&run_id).await.output, "");
+}
+
+#[tokio::test]
+async fn a_delivery_result_after_cancel_is_refused_and_not_logged() {
+    let server = TestServer::start().await;
+    let run_id = server
+        .runs()
+        .await
+        .start_run(pb::StartRequest {
+            task_id: "t".into(),
+            agent_id: "a".into(),
+            project_id: "p".into(),
+            policy_profile: "trusted-mount-autonomous".into(),
+            deliver_mode: pb::DeliverMode::Patch as i32,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .run
+        .unwrap()
+        .id;
+    let (mut worker, _) = Worker::attach(&server, &run_id).await;
+    worker
+        .send(In::Complete(pb::RunComplete {
+            status: pb::RunStatus::Completed as i32,
+            ..Default::default()
+        }))
+        .await;
+    assert!(matches!(worker.recv().await, Out::DeliverRequest(_)));
+    server
+        .runs()
+        .await
+        .cancel_run(pb::CancelRunRequest {
+            run_id: run_id.clone(),
+            reason: "stop".into(),
+        })
+        .await
+        .unwrap();
+    assert!(matches!(worker.recv().await, Out::Cancel(_)));
+    worker
+        .send(In::DeliveryResult(pb::DeliveryResult {
+            success: true,
+            ..Default::default()
+        }))
+        .await;
+    match worker.recv().await {
+        Out::Error(error) => assert_eq!(error.code, "FAILED_PRECONDITION"),
+        other => panic!("expected an error, got {other:?}"),
+    }
+    worker.send(In::Heartbeat(pb::Heartbeat {})).await;
+    assert!(matches!(worker.recv().await, Out::Heartbeat(_)));
+    drop(worker);
+    let types = server.event_types(&run_id).await;
+    assert!(
+        !types.iter().any(|t| t == "run.delivery.succeeded"),
+        "{types:?}"
+    );
+}

@@ -110,3 +110,29 @@ async fn a_delivery_outstanding_at_restart_is_requested_again() {
         other => panic!("expected finished, got {other:?}"),
     }
 }
+
+#[tokio::test]
+async fn shutdown_ends_watch_streams_with_unavailable() {
+    let mut server = TestServer::start().await;
+    let run_id = server.start_run("").await;
+    let mut watch = server
+        .runs()
+        .await
+        .watch_run(pb::WatchRunRequest {
+            run_id: run_id.clone(),
+            from_seq: 0,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        watch.message().await.unwrap().unwrap().r#type,
+        "run.created"
+    );
+    server.stop().await;
+    let err = tokio::time::timeout(PATIENCE, watch.message())
+        .await
+        .unwrap()
+        .unwrap_err();
+    assert_eq!(err.code(), tonic::Code::Unavailable, "{err:?}");
+}

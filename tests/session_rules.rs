@@ -728,3 +728,55 @@ async fn a_reattach_during_the_gate_gets_the_gate_request_again() {
         other => panic!("expected an error, got {other:?}"),
     }
 }
+
+#[tokio::test]
+async fn finishing_a_run_denies_its_pending_asks_first() {
+    let server = TestServer::with(limits("asks", "")).await;
+    let run_id = server.start_run("asks").await;
+    let (mut worker, _) = Worker::attach(&server, &run_id).await;
+    assert_eq!(
+        decision(&worker.call("e1", "Edit", "", "ask/x").await),
+        pb::Decision::Ask
+    );
+    complete(&mut worker).await;
+    match worker.recv().await {
+        Out::ToolCallResponse(r) => {
+            assert_eq!(
+                (r.call_id.as_str(), decision(&r)),
+                ("e1", pb::Decision::Deny)
+            );
+            assert_eq!(r.reason, "run is completed");
+        }
+        other => panic!("expected the final deny, got {other:?}"),
+    }
+    expect_finished(&mut worker).await;
+    assert!(server.pending_asks("").await.is_empty());
+    let types = server.event_types(&run_id).await;
+    assert_eq!(
+        types[types.len() - 2..],
+        ["run.toolcall.resolved", "run.completed"]
+    );
+}
+
+#[tokio::test]
+async fn a_watch_started_past_the_end_of_the_log_ends_with_the_run() {
+    let server = TestServer::start().await;
+    let run_id = server.start_run("trusted-mount-autonomous").await;
+    let (mut worker, _) = Worker::attach(&server, &run_id).await;
+    let mut watch = server
+        .runs()
+        .await
+        .watch_run(pb::WatchRunRequest {
+            run_id: run_id.clone(),
+            from_seq: 1000,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    complete(&mut worker).await;
+    expect_finished(&mut worker).await;
+    let end = tokio::time::timeout(PATIENCE, watch.message())
+        .await
+        .unwrap();
+    assert!(matches!(end, Ok(None)), "{end:?}");
+}

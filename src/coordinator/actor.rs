@@ -137,6 +137,8 @@ pub(super) enum Phase {
 pub(super) struct RunActor {
     /// Coordinator-wide pieces: store, clock, asks registry, event feed.
     pub shared: Arc<Shared>,
+    /// Tells this actor's mailbox entry from a later actor's for the same run.
+    pub generation: u64,
     /// The run as last committed plus the change being built.
     pub run: Run,
     /// The version the store holds, for optimistic concurrency.
@@ -198,8 +200,9 @@ impl RunActor {
             let flow = match flow {
                 Ok(flow) => flow,
                 Err(err) => {
-                    warn!(error = %err, "store write failed; the run's actor stops and reloads on the next attach");
+                    warn!(error = %err, "store write failed; the run's actor stops and is restored from the store");
                     self.close_session(CloseReason::Internal(err.to_string()));
+                    super::restore_later(Arc::clone(&self.shared), self.run.id.clone());
                     Flow::Stop
                 }
             };
@@ -209,7 +212,8 @@ impl RunActor {
                 break;
             }
         }
-        self.shared.actor_stopped(&self.run.id, &self.calls);
+        self.shared
+            .actor_stopped(&self.run.id, self.generation, &self.calls);
         debug!("actor stopped");
     }
 
@@ -235,7 +239,7 @@ impl RunActor {
             Command::Detach { session_id } => self.detach(session_id).await?,
             Command::Cancel { reason, reply } => {
                 let result = self.cancel(reason).await;
-                let _ = reply.send(result);
+                answer(reply, result)?;
             }
             Command::Resolve {
                 call_id,
@@ -245,7 +249,7 @@ impl RunActor {
                 reply,
             } => {
                 let result = self.resolve(&call_id, decision, reason, &resolver).await;
-                let _ = reply.send(result);
+                answer(reply, result)?;
             }
             Command::Shutdown => {
                 self.close_session(CloseReason::Shutdown);
@@ -297,7 +301,11 @@ impl RunActor {
     pub(super) fn time_limit_deadline(&self) -> Option<DateTime<Utc>> {
         let seconds = self.profile.profile().termination.timeout_seconds;
         (seconds > 0 && self.run.status != Status::Pending)
-            .then(|| self.run.started_at + TimeDelta::seconds(seconds))
+            .then(|| {
+                TimeDelta::try_seconds(seconds)
+                    .and_then(|limit| self.run.started_at.checked_add_signed(limit))
+            })
+            .flatten()
     }
 
     async fn on_timer(&mut self) -> Result<Flow, StoreError> {
@@ -394,7 +402,7 @@ impl RunActor {
         warn!("worker does not read its stream; detaching it");
         self.close_session(CloseReason::TooSlow);
         if !self.run.status.is_terminal() {
-            self.grace_deadline = Some(self.shared.clock.now() + self.shared.grace());
+            self.grace_deadline = self.shared.grace_deadline();
         }
     }
 
@@ -402,6 +410,25 @@ impl RunActor {
     pub(super) fn close_session(&mut self, reason: CloseReason) {
         if let Some(session) = self.session.take() {
             let _ = session.outbound.try_send(Push::Close(reason));
+        }
+    }
+}
+
+/// Answers an operator. A store failure is also returned, so the actor stops: its state
+/// was changed in memory for a commit that did not happen, and only a reload from the
+/// store makes it true again.
+fn answer<T>(
+    reply: oneshot::Sender<Result<T, CoordinatorError>>,
+    result: Result<T, CoordinatorError>,
+) -> Result<(), StoreError> {
+    match result {
+        Err(CoordinatorError::Store(err)) => {
+            let _ = reply.send(Err(CoordinatorError::Internal(err.to_string())));
+            Err(err)
+        }
+        other => {
+            let _ = reply.send(other);
+            Ok(())
         }
     }
 }

@@ -83,7 +83,10 @@ impl RunActor {
         let seconds = self.profile.profile().termination.ask_timeout_seconds;
         let ask = (decision == Decision::Ask).then(|| AskWait {
             asked_at: now,
-            deadline: (seconds > 0).then(|| now + TimeDelta::seconds(seconds)),
+            // Past what a timestamp can hold, an ask simply waits (like 0).
+            deadline: (seconds > 0)
+                .then(|| TimeDelta::try_seconds(seconds).and_then(|t| now.checked_add_signed(t)))
+                .flatten(),
         });
         let kind = match decision {
             Decision::Allow => "run.toolcall.approved",
@@ -230,9 +233,20 @@ impl RunActor {
             )));
             return Ok(());
         }
+        let total = self.run.cost_usd + result.cost_usd;
+        if !total.is_finite() {
+            self.push(Push::Error(SessionError::invalid(
+                &call_id,
+                format!(
+                    "cost_usd: {} would make the run's total cost infinite",
+                    result.cost_usd
+                ),
+            )));
+            return Ok(());
+        }
         let tool = call.tool.clone();
         let now = self.shared.clock.now();
-        self.run.cost_usd += result.cost_usd;
+        self.run.cost_usd = total;
         self.run.touch(now);
         let stalled = self
             .stall

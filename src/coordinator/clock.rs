@@ -35,7 +35,11 @@ impl Clock {
     pub fn instant_at(&self, at: DateTime<Utc>) -> Instant {
         let now = Instant::now();
         match (at - self.now()).to_std() {
-            Ok(ahead) => now + ahead,
+            // Beyond what an `Instant` can hold: a year stands for "not in this process's
+            // lifetime", and the timer is simply computed again when it fires.
+            Ok(ahead) => now
+                .checked_add(ahead)
+                .unwrap_or_else(|| now + std::time::Duration::from_secs(365 * 24 * 3600)),
             Err(_) => now,
         }
     }

@@ -23,9 +23,9 @@ impl RunActor {
             )));
             return Ok(());
         }
-        self.run.output = completion.output;
         match completion.status {
             Status::Failed => {
+                self.run.output = completion.output;
                 let error = if completion.error.is_empty() {
                     "worker reported failure".to_string()
                 } else {
@@ -34,6 +34,7 @@ impl RunActor {
                 self.finish(Status::Failed, error).await
             }
             Status::Completed => {
+                self.run.output = completion.output;
                 let gate = self.profile.profile().quality_gate.clone();
                 if !gate.is_enabled() {
                     return self.deliver_or_complete().await;
@@ -152,10 +153,13 @@ impl RunActor {
 
     /// `delivery_result`: recorded; the run is completed either way, a failure noted.
     pub(super) async fn on_delivery(&mut self, outcome: DeliveryOutcome) -> Result<(), StoreError> {
-        if self.phase != Phase::Delivering {
+        if self.phase != Phase::Delivering || self.run.status.is_terminal() {
             self.push(Push::Error(SessionError::precondition(
                 "",
-                "delivery_result: no delivery was requested".to_string(),
+                format!(
+                    "delivery_result: no delivery was requested (run is {})",
+                    self.run.status
+                ),
             )));
             return Ok(());
         }

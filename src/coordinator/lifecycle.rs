@@ -77,7 +77,7 @@ impl RunActor {
             ],
         );
         if !self.run.status.is_terminal() {
-            self.grace_deadline = Some(self.shared.clock.now() + self.shared.grace());
+            self.grace_deadline = self.shared.grace_deadline();
         }
         self.commit().await
     }
@@ -185,6 +185,12 @@ impl RunActor {
                 reason: reason.clone(),
             }),
         }
+        self.push_final_denies(denied);
+        Ok(())
+    }
+
+    /// Tells the worker the final deny of each ask its run's end answered.
+    fn push_final_denies(&mut self, denied: Vec<(String, CallState)>) {
         for (call_id, call) in denied {
             self.shared.ask_closed(&self.run.id, &call_id);
             self.push(Push::Decision(ToolCallResponse {
@@ -194,7 +200,6 @@ impl RunActor {
                 reason: call.reason,
             }));
         }
-        Ok(())
     }
 
     /// Final denies for every pending ask, recorded in the change being built.
@@ -236,6 +241,7 @@ impl RunActor {
             return Ok(());
         }
         self.run.error = error.clone();
+        let denied = self.deny_pending_asks(&format!("run is {status}"));
         let kind = if status == Status::Completed {
             "run.completed"
         } else {
@@ -244,6 +250,7 @@ impl RunActor {
         self.record(kind, [("reason", error)]);
         self.commit().await?;
         info!(%status, "run finished");
+        self.push_final_denies(denied);
         self.push(Push::Finished(Box::new(self.run.clone())));
         self.close_session(CloseReason::Finished);
         Ok(())

@@ -77,7 +77,9 @@ pub(crate) struct Shared {
     /// Settings.
     config: CoordinatorConfig,
     /// The mailbox of every live run's actor.
-    actors: Mutex<HashMap<String, mpsc::Sender<Command>>>,
+    actors: Mutex<HashMap<String, ActorEntry>>,
+    /// Source of actor generations.
+    next_generation: AtomicU64,
     /// Pending asks of every live run, keyed by (run_id, call_id).
     asks: Mutex<BTreeMap<(String, String), PendingAsk>>,
     /// Committed events, for watchers.
@@ -86,6 +88,16 @@ pub(crate) struct Shared {
     next_session: AtomicU64,
     /// Set once shutdown began: no new attaches.
     closing: AtomicBool,
+    /// Flips to true when shutdown begins, so watchers end instead of holding the server.
+    stopping: tokio::sync::watch::Sender<bool>,
+}
+
+/// A live run's actor, as the coordinator reaches it.
+struct ActorEntry {
+    /// Which actor this is; a stopping actor removes its entry only if still its own.
+    generation: u64,
+    /// Its mailbox.
+    mailbox: mpsc::Sender<Command>,
 }
 
 /// Locks a mutex even if a panicking thread poisoned it: the maps stay consistent because
@@ -97,8 +109,12 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Shared {
-    fn grace(&self) -> TimeDelta {
-        TimeDelta::from_std(self.config.reattach_grace).unwrap_or(TimeDelta::MAX)
+    /// When a run detached now fails with "worker lost"; `None` when the configured grace
+    /// is too long for a timestamp (it then waits for its worker indefinitely).
+    fn grace_deadline(&self) -> Option<chrono::DateTime<chrono::Utc>> {
+        TimeDelta::from_std(self.config.reattach_grace)
+            .ok()
+            .and_then(|grace| self.clock.now().checked_add_signed(grace))
     }
 
     fn publish(&self, events: Vec<Event>) {
@@ -117,17 +133,35 @@ impl Shared {
         lock(&self.asks).remove(&(run_id.to_string(), call_id.to_string()));
     }
 
-    /// An actor ended: forget its mailbox and its asks (the store keeps them).
-    fn actor_stopped(&self, run_id: &str, calls: &HashMap<String, actor::CallState>) {
-        lock(&self.actors).remove(run_id);
+    /// An actor ended: forget its mailbox (unless a newer actor already replaced it) and
+    /// its asks (the store keeps them).
+    fn actor_stopped(
+        &self,
+        run_id: &str,
+        generation: u64,
+        calls: &HashMap<String, actor::CallState>,
+    ) {
+        let mut actors = lock(&self.actors);
+        if actors
+            .get(run_id)
+            .is_some_and(|e| e.generation == generation)
+        {
+            actors.remove(run_id);
+        }
+        drop(actors);
         let mut asks = lock(&self.asks);
         for call_id in calls.keys() {
             asks.remove(&(run_id.to_string(), call_id.clone()));
         }
     }
 
+    /// The mailbox of a run's running actor. A closed one (the actor stopped or panicked)
+    /// counts as none, so the run is restored from the store instead of refused forever.
     fn actor(&self, run_id: &str) -> Option<mpsc::Sender<Command>> {
-        lock(&self.actors).get(run_id).cloned()
+        lock(&self.actors)
+            .get(run_id)
+            .filter(|e| !e.mailbox.is_closed())
+            .map(|e| e.mailbox.clone())
     }
 }
 
@@ -147,10 +181,12 @@ impl Coordinator {
                 clock: Clock::new(),
                 config,
                 actors: Mutex::new(HashMap::new()),
+                next_generation: AtomicU64::new(1),
                 asks: Mutex::new(BTreeMap::new()),
                 events,
                 next_session: AtomicU64::new(1),
                 closing: AtomicBool::new(false),
+                stopping: tokio::sync::watch::Sender::new(false),
             }),
         };
         let live = coordinator.shared.store.live_runs().await?;
@@ -226,7 +262,24 @@ impl Coordinator {
         Ok(run)
     }
 
+    /// Starts the actor of a run, unless one is already running (two callers restoring the
+    /// same run at once): the check and the insert happen under one lock, so a run never
+    /// has two actors.
     fn spawn_actor(&self, state: ActorState) -> mpsc::Sender<Command> {
+        let mut actors = lock(&self.shared.actors);
+        if let Some(entry) = actors.get(&state.run.id).filter(|e| !e.mailbox.is_closed()) {
+            return entry.mailbox.clone();
+        }
+        let generation = self.shared.next_generation.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = mpsc::channel(ACTOR_QUEUE);
+        actors.insert(
+            state.run.id.clone(),
+            ActorEntry {
+                generation,
+                mailbox: tx.clone(),
+            },
+        );
+        drop(actors);
         let ActorState {
             run,
             profile,
@@ -236,7 +289,6 @@ impl Coordinator {
             grace_deadline,
             phase,
         } = state;
-        let (tx, rx) = mpsc::channel(ACTOR_QUEUE);
         let asking = calls
             .iter()
             .filter(|(_, call)| call.ask.is_some())
@@ -244,6 +296,7 @@ impl Coordinator {
             .collect();
         let actor = RunActor {
             shared: Arc::clone(&self.shared),
+            generation,
             stored_version: run.version,
             run,
             profile,
@@ -264,7 +317,6 @@ impl Coordinator {
                 self.shared.ask_opened(ask);
             }
         }
-        lock(&self.shared.actors).insert(actor.run.id.clone(), tx.clone());
         actor.spawn(rx);
         tx
     }
@@ -285,8 +337,9 @@ impl Coordinator {
         let stall = stall
             .unwrap_or_else(|| StallTracker::new(profile.profile().termination.stall_threshold));
         // A running run's worker is gone with the old server: give it the full grace.
-        let grace_deadline =
-            (run.status != Status::Pending).then(|| self.shared.clock.now() + self.shared.grace());
+        let grace_deadline = (run.status != Status::Pending)
+            .then(|| self.shared.grace_deadline())
+            .flatten();
         let phase = if restore::delivery_outstanding(&events) {
             Phase::Delivering
         } else if run.status == Status::QualityGate {
@@ -337,27 +390,19 @@ impl Coordinator {
     /// The actor of a live run, restoring it from the store if it stopped (after a store
     /// failure, say). Unknown → NOT_FOUND; over → FAILED_PRECONDITION.
     async fn live_actor(&self, run_id: &str) -> Result<mpsc::Sender<Command>, CoordinatorError> {
+        if self.shared.closing.load(Ordering::Acquire) {
+            return Err(CoordinatorError::Unavailable);
+        }
         if let Some(tx) = self.shared.actor(run_id) {
             return Ok(tx);
         }
-        let run = self.get_run(run_id).await?;
-        if run.status.is_terminal() {
+        let Some(stored) = self.shared.store.live_run(run_id).await? else {
+            let run = self.get_run(run_id).await?;
             return Err(CoordinatorError::FailedPrecondition(format!(
                 "run {run_id} is {}",
                 run.status
             )));
-        }
-        let stored = self
-            .shared
-            .store
-            .live_runs()
-            .await?
-            .into_iter()
-            .find(|s| s.run.id == run_id)
-            .ok_or_else(|| CoordinatorError::NotFound(format!("run {run_id} not found")))?;
-        if let Some(tx) = self.shared.actor(run_id) {
-            return Ok(tx);
-        }
+        };
         self.restore(stored).await?.ok_or_else(|| {
             CoordinatorError::FailedPrecondition(format!("run {run_id} cannot be resumed"))
         })
@@ -394,9 +439,12 @@ impl Coordinator {
 
     /// Ends a run as cancelled and tells its worker.
     pub async fn cancel_run(&self, run_id: &str, reason: String) -> Result<Run, CoordinatorError> {
-        let actor = self.live_actor(run_id).await?;
-        let (reply, answer) = oneshot::channel();
-        ask_actor(&actor, Command::Cancel { reason, reply }, answer).await
+        self.ask_run(run_id, |reply| Command::Cancel {
+            reason: reason.clone(),
+            reply,
+        })
+        .await
+        .map(|(run, _)| run)
     }
 
     /// Pending asks, oldest first; of one run, or of all.
@@ -419,20 +467,20 @@ impl Coordinator {
         reason: String,
         resolver: String,
     ) -> Result<ToolCallResponse, CoordinatorError> {
-        let actor = self.live_actor(run_id).await?;
-        let (reply, answer) = oneshot::channel();
-        let command = Command::Resolve {
+        let resolver = if resolver.is_empty() {
+            "operator".to_string()
+        } else {
+            resolver
+        };
+        self.ask_run(run_id, |reply| Command::Resolve {
             call_id: call_id.to_string(),
             decision,
-            reason,
-            resolver: if resolver.is_empty() {
-                "operator".into()
-            } else {
-                resolver
-            },
+            reason: reason.clone(),
+            resolver: resolver.clone(),
             reply,
-        };
-        ask_actor(&actor, command, answer).await
+        })
+        .await
+        .map(|(response, _)| response)
     }
 
     /// Attaches a worker's stream to its run. `Attached` is already pushed when this
@@ -442,28 +490,59 @@ impl Coordinator {
         request: AttachRequest,
         outbound: Outbound,
     ) -> Result<SessionHandle, CoordinatorError> {
-        if self.shared.closing.load(Ordering::Acquire) {
-            return Err(CoordinatorError::Unavailable);
-        }
-        let actor = self.live_actor(&request.run_id).await?;
         let session_id = self.shared.next_session.fetch_add(1, Ordering::Relaxed);
-        let session = Session {
-            id: session_id,
-            worker_id: request.worker_id,
-            workspace_root: (!request.workspace_root.is_empty()).then_some(request.workspace_root),
-            outbound,
-        };
-        let (reply, answer) = oneshot::channel();
-        ask_actor(&actor, Command::Attach { session, reply }, answer).await?;
+        let workspace_root = (!request.workspace_root.is_empty()).then_some(request.workspace_root);
+        let ((), actor) = self
+            .ask_run(&request.run_id, |reply| Command::Attach {
+                session: Session {
+                    id: session_id,
+                    worker_id: request.worker_id.clone(),
+                    workspace_root: workspace_root.clone(),
+                    outbound: outbound.clone(),
+                },
+                reply,
+            })
+            .await?;
         Ok(SessionHandle { actor, session_id })
+    }
+
+    /// Sends a command to a run's actor and waits for its answer. An actor that stopped
+    /// between the lookup and the send (its run just ended, or a store write failed) is
+    /// looked up once more, which restores the run from the store if it is still live.
+    async fn ask_run<T>(
+        &self,
+        run_id: &str,
+        command: impl Fn(oneshot::Sender<Result<T, CoordinatorError>>) -> Command,
+    ) -> Result<(T, mpsc::Sender<Command>), CoordinatorError> {
+        let mut retried = false;
+        loop {
+            let actor = self.live_actor(run_id).await?;
+            let (reply, answer) = oneshot::channel();
+            if actor.send(command(reply)).await.is_err() {
+                if retried {
+                    return Err(CoordinatorError::Unavailable);
+                }
+                retried = true;
+                continue;
+            }
+            let value = answer.await.map_err(|_| {
+                CoordinatorError::Internal(format!(
+                    "run {run_id}: its actor stopped before answering; retry"
+                ))
+            })??;
+            return Ok((value, actor));
+        }
     }
 
     /// Stops every actor (telling attached workers to re-attach later) and waits for
     /// them, at most `timeout`. Runs stay as committed; the next server restores them.
     pub async fn shutdown(&self, timeout: Duration) {
         self.shared.closing.store(true, Ordering::Release);
-        let actors: Vec<mpsc::Sender<Command>> =
-            lock(&self.shared.actors).values().cloned().collect();
+        self.shared.stopping.send_replace(true);
+        let actors: Vec<mpsc::Sender<Command>> = lock(&self.shared.actors)
+            .values()
+            .map(|e| e.mailbox.clone())
+            .collect();
         for actor in &actors {
             let _ = actor.try_send(Command::Shutdown);
         }
@@ -478,17 +557,32 @@ impl Coordinator {
     }
 }
 
-/// Sends a command with a reply channel and waits for the answer.
-async fn ask_actor<T>(
-    actor: &mpsc::Sender<Command>,
-    command: Command,
-    answer: oneshot::Receiver<Result<T, CoordinatorError>>,
-) -> Result<T, CoordinatorError> {
-    actor
-        .send(command)
-        .await
-        .map_err(|_| CoordinatorError::Unavailable)?;
-    answer.await.map_err(|_| CoordinatorError::Unavailable)?
+/// First wait before restoring a run whose actor stopped on a store failure.
+const RESTORE_BACKOFF: Duration = Duration::from_secs(1);
+/// Longest wait between restore attempts while the store keeps failing.
+const RESTORE_BACKOFF_MAX: Duration = Duration::from_secs(30);
+
+/// Restores a run whose actor stopped because a store write failed: its in-memory state
+/// was dropped, and without an actor its timers (grace, time limit, ask timeouts) would not
+/// run. Retries with backoff until the run is running again, is over, or the server stops.
+fn restore_later(shared: Arc<Shared>, run_id: String) {
+    let coordinator = Coordinator { shared };
+    tokio::spawn(async move {
+        let mut wait = RESTORE_BACKOFF;
+        loop {
+            tokio::time::sleep(wait).await;
+            match coordinator.live_actor(&run_id).await {
+                Ok(_) => return info!(%run_id, "run restored after a store failure"),
+                Err(
+                    CoordinatorError::Unavailable
+                    | CoordinatorError::NotFound(_)
+                    | CoordinatorError::FailedPrecondition(_),
+                ) => return,
+                Err(err) => warn!(%run_id, error = %err, "restoring the run failed; retrying"),
+            }
+            wait = (wait * 2).min(RESTORE_BACKOFF_MAX);
+        }
+    });
 }
 
 /// What a run's actor starts from: a new run, or one restored from the store.

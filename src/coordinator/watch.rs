@@ -26,6 +26,8 @@ enum Stop {
     Done,
     /// The live feed skipped events: replay from the store.
     Replay,
+    /// The server is shutting down.
+    Shutdown,
 }
 
 impl Coordinator {
@@ -40,10 +42,11 @@ impl Coordinator {
         // Subscribe before the first store read so that nothing committed in between is
         // missed; duplicates are dropped by sequence number.
         let feed = self.shared.events.subscribe();
+        let stopping = self.shared.stopping.subscribe();
         let coordinator = self.clone();
         tokio::spawn(async move {
             if let Err(err) = coordinator
-                .follow(&run_id, from_seq.max(1), feed, &tx)
+                .follow(&run_id, from_seq.max(1), feed, stopping, &tx)
                 .await
             {
                 let _ = tx.send(Err(err)).await;
@@ -57,6 +60,7 @@ impl Coordinator {
         run_id: &str,
         mut next: u64,
         mut feed: broadcast::Receiver<Arc<Event>>,
+        mut stopping: tokio::sync::watch::Receiver<bool>,
         tx: &mpsc::Sender<Result<Event, CoordinatorError>>,
     ) -> Result<(), CoordinatorError> {
         loop {
@@ -84,9 +88,10 @@ impl Coordinator {
             if over {
                 return Ok(());
             }
-            match follow_live(run_id, &mut next, &mut feed, tx).await {
+            match follow_live(run_id, &mut next, &mut feed, &mut stopping, tx).await {
                 Stop::Done => return Ok(()),
                 Stop::Replay => continue,
+                Stop::Shutdown => return Err(CoordinatorError::Unavailable),
             }
         }
     }
@@ -96,19 +101,31 @@ async fn follow_live(
     run_id: &str,
     next: &mut u64,
     feed: &mut broadcast::Receiver<Arc<Event>>,
+    stopping: &mut tokio::sync::watch::Receiver<bool>,
     tx: &mpsc::Sender<Result<Event, CoordinatorError>>,
 ) -> Stop {
+    if *stopping.borrow_and_update() {
+        return Stop::Shutdown;
+    }
     loop {
         let received = tokio::select! {
             received = feed.recv() => received,
             () = tx.closed() => return Stop::Done,
+            _ = stopping.changed() => return Stop::Shutdown,
         };
         let event = match received {
             Ok(event) => event,
             Err(broadcast::error::RecvError::Lagged(_)) => return Stop::Replay,
             Err(broadcast::error::RecvError::Closed) => return Stop::Done,
         };
-        if event.run_id != run_id || event.seq < *next {
+        if event.run_id != run_id {
+            continue;
+        }
+        if event.seq < *next {
+            // Started past the end of the log: the run's end still ends the watch.
+            if is_terminal(&event.kind) {
+                return Stop::Done;
+            }
             continue;
         }
         if event.seq > *next {

@@ -49,10 +49,30 @@ impl pb::worker_service_server::WorkerService for WorkerApi {
             }
         };
         let (outbound, pushes) = mpsc::channel(OUTBOUND_BUFFER);
-        let session = self.coordinator.attach(attach, outbound).await?;
         let (gone, stream_dropped) = oneshot::channel();
         let (abort, aborted) = oneshot::channel();
-        tokio::spawn(forward(inbound, session, stream_dropped, abort));
+        let (ready, attached) = oneshot::channel();
+        // The attach runs in its own task: if the client gives up while it is under way,
+        // this handler is dropped, but the task still sees the attach through and detaches
+        // again, so the run gets its re-attach grace instead of a session nobody reads.
+        let coordinator = self.coordinator.clone();
+        tokio::spawn(async move {
+            match coordinator.attach(attach, outbound).await {
+                Err(err) => {
+                    let _ = ready.send(Err(Status::from(err)));
+                }
+                Ok(session) => {
+                    if ready.send(Ok(())).is_err() {
+                        session.detach().await;
+                    } else {
+                        forward(inbound, session, stream_dropped, abort).await;
+                    }
+                }
+            }
+        });
+        attached
+            .await
+            .map_err(|_| Status::internal("attach was abandoned"))??;
         Ok(Response::new(SessionStream {
             pushes,
             aborted: Some(aborted),

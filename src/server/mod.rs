@@ -195,9 +195,11 @@ impl BoundServer {
         health
             .set_service_status("", tonic_health::ServingStatus::NotServing)
             .await;
+        // One deadline for the whole shutdown, so it never takes longer than the setting.
+        let deadline = tokio::time::Instant::now() + config.shutdown_timeout;
         coordinator.shutdown(config.shutdown_timeout).await;
         let _ = stop_accepting.send(());
-        match tokio::time::timeout(config.shutdown_timeout, &mut server).await {
+        match tokio::time::timeout_at(deadline, &mut server).await {
             Ok(result) => result?,
             Err(_) => warn!("connections still open after the shutdown timeout; closing them"),
         }

@@ -138,4 +138,7 @@ pub trait RunStore: Send + Sync + 'static {
 
     /// Every run that is not terminal, with its stall state and whole log.
     fn live_runs(&self) -> StoreFuture<Vec<StoredRun>>;
+
+    /// One run as `live_runs` would return it; `None` if it is unknown or terminal.
+    fn live_run(&self, run_id: &str) -> StoreFuture<Option<StoredRun>>;
 }

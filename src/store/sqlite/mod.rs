@@ -239,7 +239,12 @@ impl RunStore for SqliteStore {
     }
 
     fn live_runs(&self) -> StoreFuture<Vec<StoredRun>> {
-        self.read(read::live_runs)
+        self.read(|conn| read::live_runs(conn, None))
+    }
+
+    fn live_run(&self, run_id: &str) -> StoreFuture<Option<StoredRun>> {
+        let run_id = run_id.to_string();
+        self.read(move |conn| Ok(read::live_runs(conn, Some(&run_id))?.pop()))
     }
 }
 

@@ -171,18 +171,23 @@ pub(super) fn list_events(
     Ok(events)
 }
 
-/// Reads in one transaction, so every run's log matches the run row read with it.
-pub(super) fn live_runs(conn: &mut Connection) -> Result<Vec<StoredRun>, StoreError> {
+/// Every live run, or the one live run `only` names. Reads in one transaction, so every
+/// run's log matches the run row read with it.
+pub(super) fn live_runs(
+    conn: &mut Connection,
+    only: Option<&str>,
+) -> Result<Vec<StoredRun>, StoreError> {
     let tx = conn.transaction().map_err(db_err("begin read"))?;
     let live: Vec<(i64, String, String, Option<String>)> = {
         let mut stmt = tx
             .prepare_cached(&format!(
-                "SELECT run_no, id, run_json, stall_json FROM runs WHERE {LIVE_CLAUSE}
+                "SELECT run_no, id, run_json, stall_json FROM runs
+                 WHERE {LIVE_CLAUSE} AND (?1 IS NULL OR id = ?1)
                  ORDER BY run_no"
             ))
             .map_err(db_err("prepare live runs"))?;
         let rows = stmt
-            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+            .query_map([only], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
             .map_err(db_err("list live runs"))?;
         rows.collect::<Result<_, _>>()
             .map_err(db_err("list live runs"))?
