@@ -641,29 +641,10 @@ async fn a_refused_complete_stores_nothing_of_its_output() {
 async fn a_delivery_result_after_cancel_is_refused_and_not_logged() {
     let server = TestServer::start().await;
     let run_id = server
-        .runs()
-        .await
-        .start_run(pb::StartRequest {
-            task_id: "t".into(),
-            agent_id: "a".into(),
-            project_id: "p".into(),
-            policy_profile: "trusted-mount-autonomous".into(),
-            deliver_mode: pb::DeliverMode::Patch as i32,
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .run
-        .unwrap()
-        .id;
-    let (mut worker, _) = Worker::attach(&server, &run_id).await;
-    worker
-        .send(In::Complete(pb::RunComplete {
-            status: pb::RunStatus::Completed as i32,
-            ..Default::default()
-        }))
+        .start_delivering_run("trusted-mount-autonomous", pb::DeliverMode::Patch)
         .await;
+    let (mut worker, _) = Worker::attach(&server, &run_id).await;
+    worker.complete().await;
     assert!(matches!(worker.recv().await, Out::DeliverRequest(_)));
     server
         .runs()

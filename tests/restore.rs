@@ -63,29 +63,10 @@ async fn a_run_whose_profile_was_removed_fails_at_restart() {
 async fn a_delivery_outstanding_at_restart_is_requested_again() {
     let mut server = TestServer::start().await;
     let run_id = server
-        .runs()
-        .await
-        .start_run(pb::StartRequest {
-            task_id: "t".into(),
-            agent_id: "a".into(),
-            project_id: "p".into(),
-            policy_profile: "trusted-mount-autonomous".into(),
-            deliver_mode: pb::DeliverMode::Branch as i32,
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .run
-        .unwrap()
-        .id;
-    let (mut worker, _) = Worker::attach(&server, &run_id).await;
-    worker
-        .send(In::Complete(pb::RunComplete {
-            status: pb::RunStatus::Completed as i32,
-            ..Default::default()
-        }))
+        .start_delivering_run("trusted-mount-autonomous", pb::DeliverMode::Branch)
         .await;
+    let (mut worker, _) = Worker::attach(&server, &run_id).await;
+    worker.complete().await;
     assert!(matches!(worker.recv().await, Out::DeliverRequest(_)));
     server.restart().await;
     let (mut worker, _) = Worker::attach(&server, &run_id).await;

@@ -343,16 +343,6 @@ async fn an_unanswered_ask_times_out_as_deny() {
     assert!(server.pending_asks("").await.is_empty());
 }
 
-async fn complete(worker: &mut Worker) {
-    worker
-        .send(In::Complete(pb::RunComplete {
-            status: pb::RunStatus::Completed as i32,
-            output: "all done".into(),
-            error: String::new(),
-        }))
-        .await;
-}
-
 async fn expect_finished(worker: &mut Worker) -> pb::Run {
     let run = match worker.recv().await {
         Out::Finished(finished) => finished.run.unwrap(),
@@ -370,7 +360,7 @@ async fn completion_passes_the_quality_gate_and_finishes() {
     let server = TestServer::start().await;
     let run_id = server.start_run("headless-safe-sandbox").await;
     let (mut worker, _) = Worker::attach(&server, &run_id).await;
-    complete(&mut worker).await;
+    worker.complete().await;
     match worker.recv().await {
         Out::QualityGateRequest(gate) => assert!(gate.run_tests && gate.run_lint),
         other => panic!("expected a gate request, got {other:?}"),
@@ -406,7 +396,7 @@ async fn a_failed_gate_with_rollback_fails_the_run() {
     let server = TestServer::start().await;
     let run_id = server.start_run("headless-safe-sandbox").await;
     let (mut worker, _) = Worker::attach(&server, &run_id).await;
-    complete(&mut worker).await;
+    worker.complete().await;
     assert!(matches!(worker.recv().await, Out::QualityGateRequest(_)));
     worker
         .send(In::QualityGateResult(pb::QualityGateResult {
@@ -425,7 +415,7 @@ async fn a_failed_gate_without_rollback_completes_with_the_error_noted() {
     let server = TestServer::start().await;
     let run_id = server.start_run("headless-permissive-sandbox").await;
     let (mut worker, _) = Worker::attach(&server, &run_id).await;
-    complete(&mut worker).await;
+    worker.complete().await;
     match worker.recv().await {
         Out::QualityGateRequest(gate) => assert!(gate.run_tests && !gate.run_lint),
         other => panic!("expected a gate request, got {other:?}"),
@@ -444,23 +434,11 @@ async fn a_failed_gate_without_rollback_completes_with_the_error_noted() {
 #[tokio::test]
 async fn delivery_is_requested_and_recorded() {
     let server = TestServer::start().await;
-    let response = server
-        .runs()
-        .await
-        .start_run(pb::StartRequest {
-            task_id: "t".into(),
-            agent_id: "a".into(),
-            project_id: "p".into(),
-            policy_profile: "trusted-mount-autonomous".into(),
-            deliver_mode: pb::DeliverMode::CommitLocal as i32,
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .into_inner();
-    let run_id = response.run.unwrap().id;
+    let run_id = server
+        .start_delivering_run("trusted-mount-autonomous", pb::DeliverMode::CommitLocal)
+        .await;
     let (mut worker, _) = Worker::attach(&server, &run_id).await;
-    complete(&mut worker).await;
+    worker.complete().await;
     match worker.recv().await {
         Out::DeliverRequest(deliver) => {
             assert_eq!(deliver.mode, pb::DeliverMode::CommitLocal as i32);
@@ -624,7 +602,7 @@ async fn watch_replays_then_follows_until_the_run_ends() {
         .await
         .unwrap()
         .into_inner();
-    complete(&mut worker).await;
+    worker.complete().await;
     expect_finished(&mut worker).await;
     let mut seqs = Vec::new();
     let mut types = Vec::new();
@@ -678,7 +656,7 @@ async fn watching_a_finished_run_replays_its_whole_log_and_ends() {
     let server = TestServer::start().await;
     let run_id = server.start_run("trusted-mount-autonomous").await;
     let (mut worker, _) = Worker::attach(&server, &run_id).await;
-    complete(&mut worker).await;
+    worker.complete().await;
     expect_finished(&mut worker).await;
     for _ in 0..20 {
         let mut watch = server
@@ -705,7 +683,7 @@ async fn a_reattach_during_the_gate_gets_the_gate_request_again() {
     let server = TestServer::start().await;
     let run_id = server.start_run("headless-safe-sandbox").await;
     let (mut worker, _) = Worker::attach(&server, &run_id).await;
-    complete(&mut worker).await;
+    worker.complete().await;
     assert!(matches!(worker.recv().await, Out::QualityGateRequest(_)));
     drop(worker);
     let (mut worker, attached) = Worker::attach(&server, &run_id).await;
@@ -714,12 +692,7 @@ async fn a_reattach_during_the_gate_gets_the_gate_request_again() {
         pb::RunStatus::QualityGate as i32
     );
     assert!(matches!(worker.recv().await, Out::QualityGateRequest(_)));
-    worker
-        .send(In::Complete(pb::RunComplete {
-            status: pb::RunStatus::Completed as i32,
-            ..Default::default()
-        }))
-        .await;
+    worker.complete().await;
     match worker.recv().await {
         Out::Error(error) => assert_eq!(
             error.message,
@@ -738,7 +711,7 @@ async fn finishing_a_run_denies_its_pending_asks_first() {
         decision(&worker.call("e1", "Edit", "", "ask/x").await),
         pb::Decision::Ask
     );
-    complete(&mut worker).await;
+    worker.complete().await;
     match worker.recv().await {
         Out::ToolCallResponse(r) => {
             assert_eq!(
@@ -773,7 +746,7 @@ async fn a_watch_started_past_the_end_of_the_log_ends_with_the_run() {
         .await
         .unwrap()
         .into_inner();
-    complete(&mut worker).await;
+    worker.complete().await;
     expect_finished(&mut worker).await;
     let end = tokio::time::timeout(PATIENCE, watch.message())
         .await

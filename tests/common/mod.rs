@@ -130,6 +130,12 @@ impl TestServer {
 
     /// Starts a run under `profile` and returns its id.
     pub async fn start_run(&self, profile: &str) -> String {
+        self.start_delivering_run(profile, pb::DeliverMode::Unspecified)
+            .await
+    }
+
+    /// Starts a run under `profile` that delivers with `mode` and returns its id.
+    pub async fn start_delivering_run(&self, profile: &str, mode: pb::DeliverMode) -> String {
         let response = self
             .runs()
             .await
@@ -138,6 +144,7 @@ impl TestServer {
                 agent_id: "agent-1".into(),
                 project_id: "proj-1".into(),
                 policy_profile: profile.into(),
+                deliver_mode: mode as i32,
                 ..Default::default()
             })
             .await
@@ -282,6 +289,16 @@ impl Worker {
             Ok(Some(out)) => out,
             other => panic!("expected a message, got {other:?}"),
         }
+    }
+
+    /// Reports the agent done, successfully.
+    pub async fn complete(&self) {
+        self.send(In::Complete(pb::RunComplete {
+            status: pb::RunStatus::Completed as i32,
+            output: "all done".into(),
+            error: String::new(),
+        }))
+        .await;
     }
 
     pub async fn send(&self, message: In) {
