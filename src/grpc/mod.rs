@@ -1,6 +1,7 @@
 //! The gRPC edge: generated protobuf types, the thin services, and the conversions to and
 //! from the domain.
 
+pub mod codec;
 pub mod convert;
 mod policy_service;
 mod run_service;
