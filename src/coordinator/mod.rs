@@ -28,7 +28,7 @@ use crate::store::{Commit, Event, RunPage, RunQuery, RunStore, StoreError, Store
 
 pub use actor::Outbound;
 use actor::{Command, Phase, RunActor, Session};
-pub use clock::Clock;
+use clock::Clock;
 pub use messages::{
     CloseReason, CoordinatorError, DeliveryOutcome, GateOutcome, PendingAsk, Push, RunCompletion,
     SessionError, WorkerInput,
@@ -196,16 +196,6 @@ impl Coordinator {
         }
         info!(runs = count, "restored live runs");
         Ok(coordinator)
-    }
-
-    /// The profiles this coordinator decides with.
-    pub fn profiles(&self) -> &ProfileRegistry {
-        &self.shared.profiles
-    }
-
-    /// The clock timestamps come from.
-    pub fn clock(&self) -> Clock {
-        self.shared.clock
     }
 
     /// Creates a pending run and its actor.
