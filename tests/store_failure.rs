@@ -1,0 +1,108 @@
+//! A store write that fails (the database held locked by another process past the busy
+//! timeout) never reaches the worker or operator as a decision, and the run comes back
+//! exactly as committed.
+
+mod common;
+
+use common::*;
+use runplane::grpc::pb;
+
+/// Holds the database's write lock until dropped, as another process could.
+struct Locked(rusqlite::Connection);
+
+fn lock_database(server: &TestServer) -> Locked {
+    let path = server
+        .dir
+        .path()
+        .join("data")
+        .join(runplane::server::DATABASE_FILE);
+    let conn = rusqlite::Connection::open(path).unwrap();
+    conn.execute_batch("BEGIN EXCLUSIVE").unwrap();
+    Locked(conn)
+}
+
+impl Drop for Locked {
+    fn drop(&mut self) {
+        let _ = self.0.execute_batch("ROLLBACK");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_decision_that_could_not_be_committed_is_never_sent() {
+    let server = TestServer::start().await;
+    let run_id = server.start_run("headless-safe-sandbox").await;
+    let (mut worker, _) = Worker::attach(&server, &run_id).await;
+    assert_eq!(
+        decision(&worker.call("c1", "Read", "", "a").await),
+        pb::Decision::Allow
+    );
+
+    let lock = tokio::task::block_in_place(|| lock_database(&server));
+    worker
+        .send(pb::worker_message::Message::ToolCallRequest(
+            pb::ToolCallRequest {
+                call_id: "c2".into(),
+                tool: "Read".into(),
+                path: "b".into(),
+                ..Default::default()
+            },
+        ))
+        .await;
+    let err = worker.next().await.unwrap_err();
+    assert_eq!(err.code(), tonic::Code::Internal, "{err:?}");
+    drop(lock);
+
+    let (mut worker, attached) = Worker::attach(&server, &run_id).await;
+    assert!(attached.resumed);
+    assert_eq!(
+        attached.run.unwrap().step_count,
+        1,
+        "c2 was never committed"
+    );
+    assert_eq!(
+        decision(&worker.call("c2", "Read", "", "b").await),
+        pb::Decision::Allow
+    );
+    assert_eq!(server.get_run(&run_id).await.step_count, 2);
+    let seqs: Vec<u64> = server.events(&run_id).await.iter().map(|e| e.seq).collect();
+    assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ask_whose_resolution_could_not_be_committed_is_still_pending() {
+    let server = TestServer::start().await;
+    let run_id = server.start_run("headless-safe-sandbox").await;
+    let (mut worker, _) = Worker::attach(&server, &run_id).await;
+    assert_eq!(
+        decision(&worker.call("e1", "Edit", "", ".env").await),
+        pb::Decision::Ask
+    );
+
+    let lock = tokio::task::block_in_place(|| lock_database(&server));
+    let err = server
+        .runs()
+        .await
+        .resolve_ask(pb::ResolveAskRequest {
+            run_id: run_id.clone(),
+            call_id: "e1".into(),
+            decision: pb::Decision::Allow as i32,
+            reason: String::new(),
+            resolver: "ops".into(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), tonic::Code::Internal, "{err:?}");
+    drop(lock);
+
+    // The worker's stream was ended; nothing claimed the ask was allowed.
+    let ended = worker.next().await;
+    assert!(ended.is_err(), "{ended:?}");
+    let (mut worker, _) = Worker::attach(&server, &run_id).await;
+    let repeat = worker.call("e1", "Edit", "", ".env").await;
+    assert_eq!(
+        decision(&repeat),
+        pb::Decision::Ask,
+        "still waiting, not allowed"
+    );
+    assert_eq!(server.pending_asks(&run_id).await.len(), 1);
+}
