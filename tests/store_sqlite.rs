@@ -1,95 +1,17 @@
 //! The SQLite store against a real database file in a temporary directory.
 
-use std::collections::{BTreeMap, HashSet};
+mod store_common;
+
+use std::collections::HashSet;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
-use chrono::{DateTime, Duration, TimeZone, Utc};
-use runplane::domain::{Run, StallTracker, StartRequest, Status};
+use runplane::domain::{Run, StallTracker, Status};
 use runplane::store::{
     Commit, Event, RunQuery, RunStore, SqliteStore, SqliteStoreOptions, StoreError, Synchronous,
 };
-
-/// A whole-microsecond instant: events keep microseconds, so tests compare at that grain.
-fn at(micros: i64) -> DateTime<Utc> {
-    Utc.timestamp_micros(1_780_000_000_000_000 + micros)
-        .unwrap()
-}
-
-fn open(dir: &Path) -> SqliteStore {
-    SqliteStore::open(SqliteStoreOptions::new(dir.join("runplane.db"))).unwrap()
-}
-
-/// A store on a new file; keep the directory alive as long as the store.
-fn fresh() -> (tempfile::TempDir, SqliteStore) {
-    let dir = tempfile::tempdir().unwrap();
-    let store = open(dir.path());
-    (dir, store)
-}
-
-fn new_run(id: &str, task: &str, project: &str, agent: &str, created: DateTime<Utc>) -> Run {
-    let request = StartRequest {
-        task_id: task.into(),
-        agent_id: agent.into(),
-        project_id: project.into(),
-        ..StartRequest::default()
-    };
-    Run::new(id.into(), request, "headless-safe".into(), created)
-}
-
-fn event(run_id: &str, seq: u64, kind: &str) -> Event {
-    Event {
-        run_id: run_id.into(),
-        seq,
-        kind: kind.into(),
-        at: at(seq as i64 * 1_000 + 7),
-        attributes: BTreeMap::from([
-            ("call_id".to_string(), format!("call-{seq}")),
-            (
-                "reason".to_string(),
-                "a \"quoted\" reason, ünïcode".to_string(),
-            ),
-        ]),
-    }
-}
-
-fn create(run: &Run, events: Vec<Event>) -> Commit {
-    Commit {
-        run: run.clone(),
-        expected_version: None,
-        events,
-        stall: None,
-    }
-}
-
-/// The run after one accepted change, and the commit that writes it.
-fn change(run: &mut Run, events: Vec<Event>, stall: Option<StallTracker>) -> Commit {
-    let expected = run.version;
-    run.touch(run.updated_at + Duration::nanoseconds(1_001));
-    Commit {
-        run: run.clone(),
-        expected_version: Some(expected),
-        events,
-        stall,
-    }
-}
-
-/// The run, expected and found versions of a conflict.
-fn conflict(result: Result<(), StoreError>) -> (String, Option<i64>, Option<i64>) {
-    match result {
-        Err(StoreError::Conflict {
-            run_id,
-            expected,
-            found,
-        }) => (run_id, expected, found),
-        other => panic!("not a conflict: {other:?}"),
-    }
-}
-
-async fn all_events(store: &SqliteStore, run_id: &str) -> Vec<Event> {
-    store.list_events(run_id, 0, usize::MAX).await.unwrap()
-}
+use store_common::*;
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_created_run_reads_back_exactly() {
@@ -470,7 +392,7 @@ async fn a_reopened_store_has_everything_and_migrates_once() {
         (expected, listed)
     };
     let before = migrations(&file);
-    assert_eq!(before.iter().map(|m| m.0).collect::<Vec<_>>(), [1]);
+    assert_eq!(before.iter().map(|m| m.0).collect::<Vec<_>>(), [1, 2]);
 
     let store = open(dir.path());
     let live = store.live_runs().await.unwrap();
@@ -506,7 +428,7 @@ async fn a_newer_schema_is_refused() {
         .unwrap();
     assert_eq!(
         err.to_string(),
-        "database error: database schema version 99 is newer than this runplane (1)"
+        "database error: database schema version 99 is newer than this runplane (2)"
     );
 }
 

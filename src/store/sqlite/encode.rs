@@ -19,6 +19,8 @@ pub(super) struct EncodedCommit {
     pub version: i64,
     /// `Status::as_str()`.
     pub status: &'static str,
+    /// Whether the status is terminal: the writer then forgets the run's `run_no`.
+    pub status_is_terminal: bool,
     /// Written only when the run is created.
     pub task_id: String,
     /// Written only when the run is created.
@@ -86,6 +88,7 @@ pub(super) fn encode(commit: Commit) -> Result<EncodedCommit, StoreError> {
     }
     Ok(EncodedCommit {
         status: run.status.as_str(),
+        status_is_terminal: run.status.is_terminal(),
         version: run.version,
         created_at: run.created_at.timestamp_micros(),
         run_id: run.id,

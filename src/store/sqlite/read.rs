@@ -145,30 +145,55 @@ pub(super) fn list_runs(conn: &mut Connection, query: &RunQuery) -> Result<RunPa
     Ok(RunPage { runs, next })
 }
 
+/// In one read transaction: the writer may move a row from the journal to the log and
+/// delete it from the journal between two statements, and only a snapshot sees it once.
 pub(super) fn list_events(
     conn: &mut Connection,
     run_id: &str,
     from_seq: u64,
     limit: usize,
 ) -> Result<Vec<Event>, StoreError> {
+    let tx = conn.transaction().map_err(db_err("begin read"))?;
+    let run_no: Option<i64> = tx
+        .prepare_cached("SELECT run_no FROM runs WHERE id = ?1")
+        .and_then(|mut stmt| stmt.query_row([run_id], |r| r.get(0)).optional())
+        .map_err(db_err(&format!("run {run_id}: read")))?;
+    let Some(run_no) = run_no else {
+        return Ok(Vec::new());
+    };
+    run_log(&tx, run_no, from_seq, limit)
+        .map_err(db_err(&format!("run {run_id}: list events")))?
+        .into_iter()
+        .map(|row| row.decode(run_id))
+        .collect()
+}
+
+/// Up to `limit` rows of a run's log from `from_seq` on, from the indexed log and the
+/// journal together. A row being moved is in both with the same values; it is kept once.
+fn run_log(
+    conn: &Connection,
+    run_no: i64,
+    from_seq: u64,
+    limit: usize,
+) -> rusqlite::Result<Vec<EventRow>> {
+    const SOURCES: [&str; 2] = [
+        "SELECT seq, kind, at, attributes FROM events
+         WHERE run_no = ?1 AND seq >= ?2 ORDER BY seq LIMIT ?3",
+        "SELECT seq, kind, at, attributes FROM event_journal
+         WHERE run_no = ?1 AND seq >= ?2 ORDER BY seq LIMIT ?3",
+    ];
     let from = i64::try_from(from_seq).unwrap_or(i64::MAX);
-    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-    let mut stmt = conn
-        .prepare_cached(
-            "SELECT seq, kind, at, attributes FROM events
-             WHERE run_no = (SELECT run_no FROM runs WHERE id = ?1) AND seq >= ?2
-             ORDER BY seq LIMIT ?3",
-        )
-        .map_err(db_err("prepare list events"))?;
-    let rows = stmt
-        .query_map(rusqlite::params![run_id, from, limit], EventRow::read)
-        .map_err(db_err(&format!("run {run_id}: list events")))?;
-    let mut events = Vec::new();
-    for row in rows {
-        let row = row.map_err(db_err(&format!("run {run_id}: list events")))?;
-        events.push(row.decode(run_id)?);
+    let fetch = i64::try_from(limit).unwrap_or(i64::MAX);
+    let mut merged = BTreeMap::new();
+    for sql in SOURCES {
+        let mut stmt = conn.prepare_cached(sql)?;
+        let rows = stmt.query_map(rusqlite::params![run_no, from, fetch], EventRow::read)?;
+        for row in rows {
+            let row = row?;
+            merged.insert(row.seq, row);
+        }
     }
-    Ok(events)
+    Ok(merged.into_values().take(limit).collect())
 }
 
 /// Every live run, or the one live run `only` names. Reads in one transaction, so every
@@ -193,11 +218,6 @@ pub(super) fn live_runs(
             .map_err(db_err("list live runs"))?
     };
     let mut stored = Vec::with_capacity(live.len());
-    let mut stmt = tx
-        .prepare_cached(
-            "SELECT seq, kind, at, attributes FROM events WHERE run_no = ?1 ORDER BY seq",
-        )
-        .map_err(db_err("prepare run log"))?;
     for (run_no, id, run_json, stall_json) in live {
         let run = decode_run(&id, &run_json)?;
         let stall = stall_json
@@ -206,14 +226,11 @@ pub(super) fn live_runs(
                     .map_err(|e| StoreError::Corrupt(format!("run {id}: stall tracker: {e}")))
             })
             .transpose()?;
-        let rows = stmt
-            .query_map([run_no], EventRow::read)
-            .map_err(db_err(&format!("run {id}: read log")))?;
-        let mut events = Vec::new();
-        for row in rows {
-            let row = row.map_err(db_err(&format!("run {id}: read log")))?;
-            events.push(row.decode(&id)?);
-        }
+        let events = run_log(&tx, run_no, 0, usize::MAX)
+            .map_err(db_err(&format!("run {id}: read log")))?
+            .into_iter()
+            .map(|row| row.decode(&id))
+            .collect::<Result<_, _>>()?;
         stored.push(StoredRun { run, stall, events });
     }
     Ok(stored)

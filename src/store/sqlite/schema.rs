@@ -49,6 +49,18 @@ const MIGRATIONS: &[&str] = &[
     );
     CREATE UNIQUE INDEX events_run_seq ON events (run_no, seq);
     ",
+    // 2: the event journal. Commits append here (no index: consecutive rows share a page)
+    // and the writer moves the rows into `events` run by run; see journal.rs.
+    "
+    CREATE TABLE event_journal (
+        id         INTEGER PRIMARY KEY,
+        run_no     INTEGER NOT NULL,
+        seq        INTEGER NOT NULL,
+        kind       TEXT    NOT NULL,
+        at         INTEGER NOT NULL,
+        attributes TEXT    NOT NULL
+    );
+    ",
 ];
 
 /// The statuses `runs_live` excludes, as its `WHERE` clause spells them. A query uses the
@@ -174,6 +186,29 @@ pub(super) fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
         tx.commit()
             .map_err(db_err(&format!("commit migration {version}")))?;
         tracing::info!(version, "applied store migration");
+    }
+    Ok(())
+}
+
+/// Moves every row left in the journal into the indexed log, in one transaction, before
+/// the writer starts. A row may already be in `events` (a crash between a segment's move
+/// and its delete); its copy there is the same, so it is skipped.
+pub(super) fn drain_journal(conn: &mut Connection) -> Result<(), StoreError> {
+    let tx = conn
+        .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+        .map_err(db_err("begin journal drain"))?;
+    let moved = tx
+        .execute(
+            "INSERT OR IGNORE INTO events (run_no, seq, kind, at, attributes)
+             SELECT run_no, seq, kind, at, attributes FROM event_journal ORDER BY run_no, seq",
+            [],
+        )
+        .map_err(db_err("move journal into the log"))?;
+    tx.execute("DELETE FROM event_journal", [])
+        .map_err(db_err("empty the journal"))?;
+    tx.commit().map_err(db_err("commit journal drain"))?;
+    if moved > 0 {
+        tracing::info!(events = moved, "moved the journal's events into the log");
     }
     Ok(())
 }

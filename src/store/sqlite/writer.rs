@@ -2,16 +2,25 @@
 //!
 //! One transaction per group instead of per commit is what lifts the write rate from tens
 //! of thousands of rows a second to hundreds of thousands (DESIGN §5): the lock, the WAL
-//! append and, with `synchronous=FULL`, the fsync are paid once per group. Each commit
-//! runs inside its own savepoint so that one bad commit is undone alone.
+//! append and, with `synchronous=FULL`, the fsync are paid once per group.
+//!
+//! One bad commit must fail alone, not take its group down. Instead of a savepoint per
+//! commit (two more statements and a copy of every page it touches, about a tenth of the
+//! writer's time), every check that can refuse a commit — the version, a gap or repeat in
+//! its events — runs before its first write, so a refused commit has written nothing. Only
+//! SQLite failing part-way through a commit (I/O, a full disk) abandons the group.
+//!
+//! Events go to the journal, and each group also moves a slice of the journal into the
+//! indexed log (`journal.rs` says why).
 
+use std::collections::HashMap;
 use std::sync::mpsc;
 
 use rusqlite::{params, Connection, OptionalExtension};
 use tokio::sync::oneshot;
 
-use super::db_err;
-use super::encode::EncodedCommit;
+use super::encode::{EncodedCommit, EncodedEvent};
+use super::journal::{Journal, Move};
 use crate::store::StoreError;
 
 /// Where a commit's outcome is sent.
@@ -27,7 +36,17 @@ pub(super) enum Job {
 }
 
 /// Runs until `Shutdown` arrives or every sender is gone.
-pub(super) fn run(conn: Connection, queue: mpsc::Receiver<Job>, max_batch: usize) {
+pub(super) fn run(
+    conn: Connection,
+    queue: mpsc::Receiver<Job>,
+    max_batch: usize,
+    journal: Journal,
+) {
+    let mut writer = Writer {
+        conn,
+        journal,
+        runs: HashMap::new(),
+    };
     let mut group: Vec<(Box<EncodedCommit>, Reply)> = Vec::with_capacity(max_batch.min(4096));
     let mut running = true;
     while running {
@@ -53,7 +72,7 @@ pub(super) fn run(conn: Connection, queue: mpsc::Receiver<Job>, max_batch: usize
         if group.is_empty() {
             continue;
         }
-        let outcomes = write_group(&conn, &group);
+        let outcomes = writer.write_group(&mut group);
         for ((_, reply), outcome) in group.drain(..).zip(outcomes) {
             // A waiter that gave up is no reason to stop.
             let _ = reply.send(outcome);
@@ -61,70 +80,289 @@ pub(super) fn run(conn: Connection, queue: mpsc::Receiver<Job>, max_batch: usize
     }
 }
 
-/// Writes a group in one transaction and returns each commit's outcome. Nothing is
-/// reported as written before COMMIT has returned.
-fn write_group(
-    conn: &Connection,
-    group: &[(Box<EncodedCommit>, Reply)],
-) -> Vec<Result<(), StoreError>> {
-    let fail_all = |message: String| {
-        group
-            .iter()
-            .map(|_| Err(StoreError::Database(message.clone())))
-            .collect()
-    };
-    if let Err(e) = exec(conn, "BEGIN IMMEDIATE") {
-        return fail_all(format!("begin group transaction: {e}"));
-    }
-    let mut outcomes = Vec::with_capacity(group.len());
-    for (commit, _) in group {
-        let outcome = match in_savepoint(conn, commit) {
-            Ok(outcome) => outcome,
-            Err(e) => {
-                rollback(conn);
-                return fail_all(format!("group transaction abandoned: {e}"));
-            }
-        };
-        // Some errors (I/O, disk full) make SQLite roll back the whole transaction; the
-        // statements after it would then run outside any transaction.
-        if conn.is_autocommit() {
-            let cause = match outcome {
-                Err(e) => e.to_string(),
-                Ok(()) => "rolled back by SQLite".to_string(),
-            };
-            return fail_all(format!("group transaction lost: {cause}"));
-        }
-        outcomes.push(outcome);
-    }
-    if let Err(e) = exec(conn, "COMMIT") {
-        rollback(conn);
-        let message = format!("commit group transaction: {e}");
-        return outcomes
-            .into_iter()
-            .map(|outcome| outcome.and(Err(StoreError::Database(message.clone()))))
-            .collect();
-    }
-    outcomes
+/// The writer's connection and what it remembers between groups.
+struct Writer {
+    conn: Connection,
+    /// The journal rows not yet moved into the indexed log.
+    journal: Journal,
+    /// The row key and stored version of each live run this writer has written: the
+    /// checks before a commit's first write need them, and an update then finds its row
+    /// by the integer key. Filled only from committed groups; a run leaves it when it ends
+    /// (a later commit reads its row again).
+    runs: HashMap<String, Stored>,
 }
 
-/// Applies one commit in a savepoint. The outer error means the savepoint could not be
-/// undone, so the group transaction cannot be trusted and must be abandoned.
-fn in_savepoint(
-    conn: &Connection,
-    commit: &EncodedCommit,
-) -> Result<Result<(), StoreError>, String> {
-    exec(conn, "SAVEPOINT c").map_err(|e| format!("savepoint: {e}"))?;
-    match write_commit(conn, commit) {
-        Ok(()) => {
-            exec(conn, "RELEASE c").map_err(|e| format!("release savepoint: {e}"))?;
-            Ok(Ok(()))
+/// What the writer knows of a stored run.
+#[derive(Clone, Copy)]
+struct Stored {
+    run_no: i64,
+    version: i64,
+}
+
+/// What a group wrote, kept until COMMIT says it happened.
+#[derive(Default)]
+struct Written {
+    /// Each successful commit's events, by run.
+    events: Vec<(i64, Vec<EncodedEvent>)>,
+    /// How many rows that is.
+    rows: usize,
+    /// The last seq each run reached in this group, ahead of the journal's memory.
+    last_seq: HashMap<i64, u64>,
+    /// The largest journal rowid written.
+    last_id: i64,
+    /// Runs written in this group, as they are after it, ahead of `Writer::runs`.
+    runs: HashMap<String, Stored>,
+    /// Runs that ended in this group.
+    ended: Vec<String>,
+}
+
+/// Why a commit was not written.
+enum Failure {
+    /// Refused before it wrote anything: it fails alone.
+    Refused(StoreError),
+    /// SQLite failed after the commit had written part of itself: the group's transaction
+    /// cannot be trusted.
+    Broken(String),
+}
+
+impl Writer {
+    /// Writes a group in one transaction and returns each commit's outcome. Nothing is
+    /// reported as written before COMMIT has returned.
+    fn write_group(
+        &mut self,
+        group: &mut [(Box<EncodedCommit>, Reply)],
+    ) -> Vec<Result<(), StoreError>> {
+        let size = group.len();
+        let fail_all = |message: String| {
+            (0..size)
+                .map(|_| Err(StoreError::Database(message.clone())))
+                .collect()
+        };
+        if let Err(e) = exec(&self.conn, "BEGIN IMMEDIATE") {
+            return fail_all(format!("begin group transaction: {e}"));
         }
-        Err(error) => {
-            exec(conn, "ROLLBACK TO c").map_err(|e| format!("roll back to savepoint: {e}"))?;
-            exec(conn, "RELEASE c").map_err(|e| format!("release savepoint: {e}"))?;
-            Ok(Err(error))
+        let mut outcomes = Vec::with_capacity(size);
+        let mut written = Written::default();
+        for (commit, _) in group.iter_mut() {
+            let outcome = match self.write_commit(commit, &mut written) {
+                Ok(()) => Ok(()),
+                Err(Failure::Refused(error)) => Err(error),
+                Err(Failure::Broken(message)) => {
+                    rollback(&self.conn);
+                    return fail_all(format!("group transaction abandoned: {message}"));
+                }
+            };
+            // Some errors (I/O, disk full) make SQLite roll back the whole transaction;
+            // the statements after it would then run outside any transaction.
+            if self.conn.is_autocommit() {
+                let cause = match outcome {
+                    Err(e) => e.to_string(),
+                    Ok(()) => "rolled back by SQLite".to_string(),
+                };
+                return fail_all(format!("group transaction lost: {cause}"));
+            }
+            outcomes.push(outcome);
+        }
+        let planned = self.journal.plan(written.rows);
+        if let Err(e) = move_journal(&self.conn, &planned) {
+            // Only SQLite itself failing gets here (the copies are idempotent); the rows
+            // stay in the journal and are planned again.
+            rollback(&self.conn);
+            self.journal.settle(planned, false);
+            return fail_all(format!(
+                "group transaction abandoned: move journal rows: {e}"
+            ));
+        }
+        if let Err(e) = exec(&self.conn, "COMMIT") {
+            rollback(&self.conn);
+            self.journal.settle(planned, false);
+            let message = format!("commit group transaction: {e}");
+            return outcomes
+                .into_iter()
+                .map(|outcome| outcome.and(Err(StoreError::Database(message.clone()))))
+                .collect();
+        }
+        self.journal.settle(planned, true);
+        self.journal.appended(written.events, written.last_id);
+        self.runs.extend(written.runs);
+        for run_id in written.ended {
+            self.runs.remove(&run_id);
+        }
+        outcomes
+    }
+
+    /// Checks a commit, then writes the run row and appends its events. On success the
+    /// events move into `written`.
+    fn write_commit(
+        &mut self,
+        commit: &mut EncodedCommit,
+        written: &mut Written,
+    ) -> Result<(), Failure> {
+        let run_no = match commit.expected_version {
+            None => {
+                check_events(commit, 0).map_err(Failure::Refused)?;
+                insert_run(&self.conn, commit).map_err(Failure::Refused)?
+            }
+            Some(expected) => self
+                .check_update(commit, expected, written)
+                .and_then(|run_no| {
+                    update_run(&self.conn, commit, run_no, expected)?;
+                    Ok(run_no)
+                })
+                .map_err(Failure::Refused)?,
+        };
+        written.runs.insert(
+            commit.run_id.clone(),
+            Stored {
+                run_no,
+                version: commit.version,
+            },
+        );
+        if commit.status_is_terminal {
+            written.ended.push(commit.run_id.clone());
+        }
+        if commit.events.is_empty() {
+            return Ok(());
+        }
+        let last_id = append_events(&self.conn, run_no, &commit.events)
+            .map_err(|e| Failure::Broken(format!("run {}: append events: {e}", commit.run_id)))?;
+        written.last_id = written.last_id.max(last_id);
+        if let Some(last) = commit.events.last() {
+            written.last_seq.insert(run_no, last.seq);
+        }
+        written.rows += commit.events.len();
+        written
+            .events
+            .push((run_no, std::mem::take(&mut commit.events)));
+        Ok(())
+    }
+
+    /// Everything that can refuse an update, checked before it writes: the version it
+    /// expects, the version it brings, and that its events continue the log. Returns the
+    /// run's `run_no`.
+    fn check_update(
+        &self,
+        commit: &EncodedCommit,
+        expected: i64,
+        written: &Written,
+    ) -> Result<i64, StoreError> {
+        let run_id = &commit.run_id;
+        let stored = match written.runs.get(run_id).or_else(|| self.runs.get(run_id)) {
+            Some(stored) => Some(*stored),
+            None => self
+                .conn
+                .prepare_cached("SELECT run_no, version FROM runs WHERE id = ?1")
+                .and_then(|mut stmt| {
+                    stmt.query_row([run_id], |r| {
+                        Ok(Stored {
+                            run_no: r.get(0)?,
+                            version: r.get(1)?,
+                        })
+                    })
+                    .optional()
+                })
+                .map_err(|e| run_error(run_id, "read", e))?,
+        };
+        let Some(stored) = stored.filter(|stored| stored.version == expected) else {
+            return Err(StoreError::Conflict {
+                run_id: run_id.clone(),
+                expected: Some(expected),
+                found: stored.map(|stored| stored.version),
+            });
+        };
+        if commit.version <= expected {
+            return Err(StoreError::Database(format!(
+                "run {run_id}: a change must raise the version past {expected}, got {}",
+                commit.version
+            )));
+        }
+        let last = self
+            .last_seq(stored.run_no, written)
+            .map_err(|e| run_error(run_id, "read last seq", e))?;
+        check_events(commit, last)?;
+        Ok(stored.run_no)
+    }
+
+    /// The last seq of a run's log: this group's appends, then the journal's, then the
+    /// indexed log's (0: an empty log).
+    fn last_seq(&self, run_no: i64, written: &Written) -> rusqlite::Result<u64> {
+        if let Some(last) = written
+            .last_seq
+            .get(&run_no)
+            .copied()
+            .or_else(|| self.journal.last_seq(run_no))
+        {
+            return Ok(last);
+        }
+        let last: Option<u64> = self
+            .conn
+            .prepare_cached("SELECT max(seq) FROM events WHERE run_no = ?1")?
+            .query_row([run_no], |r| r.get(0))?;
+        Ok(last.unwrap_or(0))
+    }
+}
+
+/// Refuses events that would leave a gap in the log or repeat a seq: the log is what
+/// watchers replay and restores rebuild from, so it must stay gapless.
+fn check_events(commit: &EncodedCommit, last: u64) -> Result<(), StoreError> {
+    for (seq, event) in (last + 1..).zip(&commit.events) {
+        if event.seq != seq {
+            return Err(StoreError::Database(format!(
+                "run {}: event seq {} does not continue the log (next is {seq})",
+                commit.run_id, event.seq
+            )));
         }
     }
+    Ok(())
+}
+
+/// Appends checked events to the journal; returns the last rowid written.
+fn append_events(conn: &Connection, run_no: i64, events: &[EncodedEvent]) -> rusqlite::Result<i64> {
+    let mut insert = conn.prepare_cached(
+        "INSERT INTO event_journal (run_no, seq, kind, at, attributes)
+         VALUES (?1, ?2, ?3, ?4, ?5)",
+    )?;
+    for event in events {
+        insert.execute(params![
+            run_no,
+            event.seq,
+            event.kind,
+            event.at,
+            event.attributes
+        ])?;
+    }
+    Ok(conn.last_insert_rowid())
+}
+
+/// A database error while writing a run, with what was being done. Built only on failure:
+/// formatting the context of every statement up front was 3 % of the writer's time.
+fn run_error(run_id: &str, doing: &str, e: rusqlite::Error) -> StoreError {
+    StoreError::Database(format!("run {run_id}: {doing}: {e}"))
+}
+
+/// Copies a slice of the journal into the indexed log, or drops a moved segment. A row
+/// already in the log (it cannot be, short of a bug) is left as it is rather than failing
+/// every later group.
+fn move_journal(conn: &Connection, planned: &Move) -> rusqlite::Result<()> {
+    match planned {
+        Move::Nothing => {}
+        Move::Rows(runs) => {
+            let mut insert = conn.prepare_cached(
+                "INSERT OR IGNORE INTO events (run_no, seq, kind, at, attributes)
+                 VALUES (?1, ?2, ?3, ?4, ?5)",
+            )?;
+            for (run_no, rows) in runs {
+                for row in rows {
+                    insert.execute(params![run_no, row.seq, row.kind, row.at, row.attributes])?;
+                }
+            }
+        }
+        Move::Truncate(last_id) => {
+            conn.prepare_cached("DELETE FROM event_journal WHERE id <= ?1")?
+                .execute([last_id])?;
+        }
+    }
+    Ok(())
 }
 
 /// Undoes an open transaction after a failure; if there is none, there is nothing to do.
@@ -139,16 +377,6 @@ fn rollback(conn: &Connection) {
 /// Runs a statement without parameters through the statement cache.
 fn exec(conn: &Connection, sql: &str) -> rusqlite::Result<usize> {
     conn.prepare_cached(sql)?.execute([])
-}
-
-/// The run row, then the events. Validation and encoding were done by `encode` before
-/// the commit was queued.
-fn write_commit(conn: &Connection, commit: &EncodedCommit) -> Result<(), StoreError> {
-    let run_no = match commit.expected_version {
-        None => insert_run(conn, commit)?,
-        Some(expected) => update_run(conn, commit, expected)?,
-    };
-    append_events(conn, commit, run_no)
 }
 
 fn insert_run(conn: &Connection, run: &EncodedCommit) -> Result<i64, StoreError> {
@@ -177,7 +405,7 @@ fn insert_run(conn: &Connection, run: &EncodedCommit) -> Result<i64, StoreError>
             )
             .optional()
         })
-        .map_err(db_err(&format!("run {}: insert", run.run_id)))?;
+        .map_err(|e| run_error(&run.run_id, "insert", e))?;
     match inserted {
         Some(run_no) => Ok(run_no),
         None => Err(StoreError::Conflict {
@@ -190,45 +418,38 @@ fn insert_run(conn: &Connection, run: &EncodedCommit) -> Result<i64, StoreError>
 
 /// Task, agent, project and creation time never change after a run is created, so only
 /// the insert writes their columns (and their indexes).
-fn update_run(conn: &Connection, run: &EncodedCommit, expected: i64) -> Result<i64, StoreError> {
-    if run.version <= expected {
-        return Err(StoreError::Database(format!(
-            "run {}: a change must raise the version past {expected}, got {}",
-            run.run_id, run.version
-        )));
-    }
+fn update_run(
+    conn: &Connection,
+    run: &EncodedCommit,
+    run_no: i64,
+    expected: i64,
+) -> Result<(), StoreError> {
     // Most commits keep the status. Naming `status` in SET would make SQLite rewrite the
     // status and live-run index entries even when the value is the same, so try the
     // narrower statement first.
     let attempts = [
         "UPDATE runs SET version = ?3, run_json = ?4, stall_json = coalesce(?5, stall_json)
-         WHERE id = ?1 AND version = ?2 AND status = ?6
-         RETURNING run_no",
+         WHERE run_no = ?1 AND version = ?2 AND status = ?6",
         "UPDATE runs SET status = ?6, version = ?3, run_json = ?4,
                          stall_json = coalesce(?5, stall_json)
-         WHERE id = ?1 AND version = ?2
-         RETURNING run_no",
+         WHERE run_no = ?1 AND version = ?2",
     ];
     for sql in attempts {
         let updated = conn
             .prepare_cached(sql)
             .and_then(|mut stmt| {
-                stmt.query_row(
-                    params![
-                        run.run_id,
-                        expected,
-                        run.version,
-                        run.run_json,
-                        run.stall_json,
-                        run.status,
-                    ],
-                    |r| r.get(0),
-                )
-                .optional()
+                stmt.execute(params![
+                    run_no,
+                    expected,
+                    run.version,
+                    run.run_json,
+                    run.stall_json,
+                    run.status,
+                ])
             })
-            .map_err(db_err(&format!("run {}: update", run.run_id)))?;
-        if let Some(run_no) = updated {
-            return Ok(run_no);
+            .map_err(|e| run_error(&run.run_id, "update", e))?;
+        if updated == 1 {
+            return Ok(());
         }
     }
     Err(StoreError::Conflict {
@@ -242,36 +463,5 @@ fn update_run(conn: &Connection, run: &EncodedCommit, expected: i64) -> Result<i
 fn stored_version(conn: &Connection, run_id: &str) -> Result<Option<i64>, StoreError> {
     conn.prepare_cached("SELECT version FROM runs WHERE id = ?1")
         .and_then(|mut stmt| stmt.query_row([run_id], |r| r.get(0)).optional())
-        .map_err(db_err(&format!("run {run_id}: read version")))
-}
-
-/// Appends the commit's events, refusing any that would leave a gap or repeat a seq: the
-/// log is what watchers replay and restores rebuild from, so it must stay gapless.
-fn append_events(conn: &Connection, commit: &EncodedCommit, run_no: i64) -> Result<(), StoreError> {
-    if commit.events.is_empty() {
-        return Ok(());
-    }
-    let run_id = &commit.run_id;
-    let last: Option<i64> = conn
-        .prepare_cached("SELECT max(seq) FROM events WHERE run_no = ?1")
-        .and_then(|mut stmt| stmt.query_row([run_no], |r| r.get(0)))
-        .map_err(db_err(&format!("run {run_id}: read last seq")))?;
-    let first = last.unwrap_or(0) + 1;
-    let mut insert = conn
-        .prepare_cached(
-            "INSERT INTO events (run_no, seq, kind, at, attributes) VALUES (?1, ?2, ?3, ?4, ?5)",
-        )
-        .map_err(db_err("prepare event insert"))?;
-    for (seq, event) in (first..).zip(&commit.events) {
-        if i64::try_from(event.seq).ok() != Some(seq) {
-            return Err(StoreError::Database(format!(
-                "run {run_id}: event seq {} does not continue the log (next is {seq})",
-                event.seq
-            )));
-        }
-        insert
-            .execute(params![run_no, seq, event.kind, event.at, event.attributes])
-            .map_err(db_err(&format!("run {run_id}: insert event {seq}")))?;
-    }
-    Ok(())
+        .map_err(|e| run_error(run_id, "read version", e))
 }

@@ -1,0 +1,90 @@
+//! Runs, events and commits for the store tests, on a real SQLite file in a temp dir.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+pub use chrono::{DateTime, Duration, TimeZone, Utc};
+pub use runplane::domain::{Run, StallTracker, StartRequest};
+pub use runplane::store::Event;
+use runplane::store::{Commit, RunStore, SqliteStore, SqliteStoreOptions, StoreError};
+
+/// A whole-microsecond instant: events keep microseconds, so tests compare at that grain.
+pub fn at(micros: i64) -> DateTime<Utc> {
+    Utc.timestamp_micros(1_780_000_000_000_000 + micros)
+        .unwrap()
+}
+
+pub fn open(dir: &Path) -> SqliteStore {
+    SqliteStore::open(SqliteStoreOptions::new(dir.join("runplane.db"))).unwrap()
+}
+
+/// A store on a new file; keep the directory alive as long as the store.
+pub fn fresh() -> (tempfile::TempDir, SqliteStore) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    (dir, store)
+}
+
+pub fn new_run(id: &str, task: &str, project: &str, agent: &str, created: DateTime<Utc>) -> Run {
+    let request = StartRequest {
+        task_id: task.into(),
+        agent_id: agent.into(),
+        project_id: project.into(),
+        ..StartRequest::default()
+    };
+    Run::new(id.into(), request, "headless-safe".into(), created)
+}
+
+pub fn event(run_id: &str, seq: u64, kind: &str) -> Event {
+    Event {
+        run_id: run_id.into(),
+        seq,
+        kind: kind.into(),
+        at: at(seq as i64 * 1_000 + 7),
+        attributes: BTreeMap::from([
+            ("call_id".to_string(), format!("call-{seq}")),
+            (
+                "reason".to_string(),
+                "a \"quoted\" reason, ünïcode".to_string(),
+            ),
+        ]),
+    }
+}
+
+pub fn create(run: &Run, events: Vec<Event>) -> Commit {
+    Commit {
+        run: run.clone(),
+        expected_version: None,
+        events,
+        stall: None,
+    }
+}
+
+/// The run after one accepted change, and the commit that writes it.
+pub fn change(run: &mut Run, events: Vec<Event>, stall: Option<StallTracker>) -> Commit {
+    let expected = run.version;
+    run.touch(run.updated_at + Duration::nanoseconds(1_001));
+    Commit {
+        run: run.clone(),
+        expected_version: Some(expected),
+        events,
+        stall,
+    }
+}
+
+/// The run, expected and found versions of a conflict.
+pub fn conflict(result: Result<(), StoreError>) -> (String, Option<i64>, Option<i64>) {
+    match result {
+        Err(StoreError::Conflict {
+            run_id,
+            expected,
+            found,
+        }) => (run_id, expected, found),
+        other => panic!("not a conflict: {other:?}"),
+    }
+}
+
+pub async fn all_events(store: &SqliteStore, run_id: &str) -> Vec<Event> {
+    store.list_events(run_id, 0, usize::MAX).await.unwrap()
+}

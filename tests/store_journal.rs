@@ -1,0 +1,159 @@
+//! The event journal: events are readable exactly once from the moment they are committed,
+//! while their segment moves into the indexed log, and after a restart drains it.
+
+mod store_common;
+
+use std::path::Path;
+
+use runplane::store::{RunStore, SqliteStore, SqliteStoreOptions, StoreError};
+use store_common::*;
+
+/// A store whose journal seals a segment every `segment_rows` events.
+fn open_small(dir: &Path, segment_rows: usize) -> SqliteStore {
+    SqliteStore::open(SqliteStoreOptions {
+        journal_segment_rows: segment_rows,
+        ..SqliteStoreOptions::new(dir.join("runplane.db"))
+    })
+    .unwrap()
+}
+
+/// (rows in `events`, rows in `event_journal`), read beside the store.
+fn table_rows(dir: &Path) -> (i64, i64) {
+    let conn = rusqlite::Connection::open(dir.join("runplane.db")).unwrap();
+    let count = |table: &str| {
+        conn.query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0))
+            .unwrap()
+    };
+    (count("events"), count("event_journal"))
+}
+
+/// `runs` runs, each given `per_run` events one commit at a time, interleaved across the
+/// runs; after every round each run's log must read back exactly.
+async fn interleave(store: &SqliteStore, runs: usize, per_run: u64) -> Vec<(Run, Vec<Event>)> {
+    let mut state = Vec::new();
+    for i in 0..runs {
+        let id = format!("run-{i:03}");
+        let run = new_run(&id, "task", "proj", "agent", at(i as i64));
+        let first = vec![event(&id, 1, "run.created")];
+        store.commit(create(&run, first.clone())).await.unwrap();
+        state.push((run, first));
+    }
+    for seq in 2..=per_run {
+        for (run, log) in &mut state {
+            let next = event(&run.id, seq, "run.toolcall.approved");
+            store
+                .commit(change(run, vec![next.clone()], None))
+                .await
+                .unwrap();
+            log.push(next);
+        }
+        for (run, log) in &state {
+            assert_eq!(
+                &all_events(store, &run.id).await,
+                log,
+                "{} after {seq}",
+                run.id
+            );
+        }
+    }
+    state
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_event_reads_back_once_while_segments_move() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open_small(dir.path(), 10);
+    let state = interleave(&store, 12, 15).await;
+
+    // Windows across the journal/log boundary read the same as the whole log.
+    for (run, log) in &state {
+        assert_eq!(store.list_events(&run.id, 5, 4).await.unwrap(), log[4..8]);
+    }
+    let live = store.live_runs().await.unwrap();
+    assert_eq!(live.len(), state.len());
+    for (stored, (run, log)) in live.iter().zip(&state) {
+        assert_eq!((&stored.run, &stored.events), (run, log));
+    }
+    // Most events have moved; the journal holds at most the sealed and the hot segment.
+    let (indexed, journaled) = table_rows(dir.path());
+    assert!(indexed >= 180 - 20, "{indexed} indexed");
+    assert!(journaled <= 20 + 12, "{journaled} still in the journal");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_reopened_store_drains_the_journal_without_duplicates() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = {
+        let store = open_small(dir.path(), 1_000);
+        interleave(&store, 5, 6).await
+    };
+    assert_eq!(table_rows(dir.path()), (0, 30), "nothing moved yet");
+    // A crash between a segment's move and its delete leaves rows in both tables.
+    let conn = rusqlite::Connection::open(dir.path().join("runplane.db")).unwrap();
+    let copied = conn
+        .execute(
+            "INSERT INTO events (run_no, seq, kind, at, attributes)
+             SELECT run_no, seq, kind, at, attributes FROM event_journal WHERE seq <= 3",
+            [],
+        )
+        .unwrap();
+    assert_eq!(copied, 15);
+    drop(conn);
+
+    let store = open_small(dir.path(), 1_000);
+    assert_eq!(table_rows(dir.path()), (30, 0));
+    for (run, log) in &state {
+        assert_eq!(&all_events(&store, &run.id).await, log);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_gap_check_sees_the_journal_the_log_and_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let repeat = |run: &Run, seq: u64| {
+        let mut stale = run.clone();
+        change(&mut stale, vec![event(&run.id, seq, "repeat")], None)
+    };
+    let refused = |result: Result<(), StoreError>| match result {
+        Err(StoreError::Database(message)) => message,
+        other => panic!("not refused: {other:?}"),
+    };
+
+    let store = open_small(dir.path(), 1);
+    let mut run = new_run("run-1", "task", "proj", "agent", at(0));
+    store
+        .commit(create(&run, vec![event("run-1", 1, "run.created")]))
+        .await
+        .unwrap();
+    let message = refused(store.commit(repeat(&run, 1)).await);
+    assert_eq!(
+        message,
+        "run run-1: event seq 1 does not continue the log (next is 2)"
+    );
+    // A refused commit writes nothing: the run keeps its version and the next commit fits.
+    assert_eq!(store.get_run("run-1").await.unwrap().as_ref(), Some(&run));
+    for seq in 2..=4 {
+        store
+            .commit(change(&mut run, vec![event("run-1", seq, "step")], None))
+            .await
+            .unwrap();
+    }
+    // Segments of one row: by now the first events have moved into the indexed log.
+    assert!(table_rows(dir.path()).0 >= 2);
+    refused(store.commit(repeat(&run, 2)).await);
+    refused(store.commit(repeat(&run, 6)).await);
+    drop(store);
+
+    let store = open_small(dir.path(), 1);
+    refused(store.commit(repeat(&run, 4)).await);
+    store
+        .commit(change(&mut run, vec![event("run-1", 5, "step")], None))
+        .await
+        .unwrap();
+    let seqs: Vec<u64> = all_events(&store, "run-1")
+        .await
+        .iter()
+        .map(|e| e.seq)
+        .collect();
+    assert_eq!(seqs, [1, 2, 3, 4, 5]);
+}
