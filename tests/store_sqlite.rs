@@ -49,7 +49,7 @@ async fn versions_guard_every_write() {
         .commit(Commit {
             run: run.clone(),
             expected_version: Some(1),
-            events: vec![event("run-1", 1, "run.started")],
+            events: vec![event("run-1", 1, "run.started").into()],
             stall: None,
         })
         .await
@@ -323,7 +323,7 @@ async fn seed_live(store: &SqliteStore) -> Vec<(Run, Option<StallTracker>, Vec<E
             let commit = Commit {
                 run: run.clone(),
                 expected_version: Some(expected),
-                events: events[1..].to_vec(),
+                events: events[1..].iter().cloned().map(Into::into).collect(),
                 stall: Some(tracker.clone()),
             };
             store.commit(commit).await.unwrap();

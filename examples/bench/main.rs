@@ -27,6 +27,11 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::Parser;
+
+/// The same allocator as the `runplane` binary, so the in-process server measures as the
+/// real one runs.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use load::{Mode, Target};
 
 /// The bench profile: the mix's reads, greps, edits and shell lines allowed, two denied

@@ -129,7 +129,7 @@ async fn commit_loop(
 }
 
 /// An event with the attributes a decision carries.
-fn event(run_id: &str, seq: u64, kind: &str, step: i32) -> Event {
+fn event(run_id: &str, seq: u64, kind: &str, step: i32) -> Arc<Event> {
     let attributes: BTreeMap<String, String> = [
         ("call_id", format!("c{seq}")),
         ("tool", "Read".to_string()),
@@ -145,11 +145,11 @@ fn event(run_id: &str, seq: u64, kind: &str, step: i32) -> Event {
     .into_iter()
     .map(|(k, v)| (k.to_string(), v))
     .collect();
-    Event {
+    Arc::new(Event {
         run_id: run_id.to_string(),
         seq,
         kind: kind.to_string(),
         at: Utc::now(),
         attributes,
-    }
+    })
 }

@@ -19,11 +19,15 @@ use crate::store::{Commit, Event, StoreError};
 pub type Outbound = mpsc::Sender<Push>;
 
 /// A request to a run's actor.
+///
+/// Large payloads are boxed: a run's mailbox allocates its slots 32 at a time at the size
+/// of the largest variant, and every idle run pays for that block (144-byte slots were
+/// 4.5 KiB per run; now 32 bytes).
 pub enum Command {
     /// A worker attaches (or takes over).
     Attach {
         /// The new session.
-        session: Session,
+        session: Box<Session>,
         /// Ok once `Attached` has been pushed.
         reply: oneshot::Sender<Result<(), CoordinatorError>>,
     },
@@ -32,7 +36,7 @@ pub enum Command {
         /// Which session sent it; messages from a replaced session are ignored.
         session_id: u64,
         /// The message.
-        input: WorkerInput,
+        input: Box<WorkerInput>,
     },
     /// A session's stream ended.
     Detach {
@@ -47,20 +51,23 @@ pub enum Command {
         reply: oneshot::Sender<Result<Run, CoordinatorError>>,
     },
     /// An operator answers a pending ask.
-    Resolve {
-        /// The asked call.
-        call_id: String,
-        /// Allow or deny.
-        decision: Decision,
-        /// Why.
-        reason: String,
-        /// Who answered.
-        resolver: String,
-        /// The final response, as the worker receives it.
-        reply: oneshot::Sender<Result<ToolCallResponse, CoordinatorError>>,
-    },
+    Resolve(Box<Resolution>),
     /// The server is stopping: tell the worker and stop without touching the run.
     Shutdown,
+}
+
+/// An operator's answer to a pending ask.
+pub struct Resolution {
+    /// The asked call.
+    pub call_id: String,
+    /// Allow or deny.
+    pub decision: Decision,
+    /// Why.
+    pub reason: String,
+    /// Who answered.
+    pub resolver: String,
+    /// The final response, as the worker receives it.
+    pub reply: oneshot::Sender<Result<ToolCallResponse, CoordinatorError>>,
 }
 
 /// A worker's attached stream.
@@ -165,7 +172,7 @@ pub(super) struct RunActor {
     /// When the detached run fails with "worker lost".
     pub grace_deadline: Option<DateTime<Utc>>,
     /// Events built by the current change, committed together.
-    pub pending_events: Vec<Event>,
+    pub pending_events: Vec<Arc<Event>>,
     /// Whether the current change fed the stall tracker.
     pub stall_changed: bool,
     /// Pushes that belong to the current change: sent only once it is committed.
@@ -219,7 +226,7 @@ impl RunActor {
 
     async fn handle(&mut self, command: Command) -> Result<Flow, StoreError> {
         match command {
-            Command::Attach { session, reply } => match self.attach(session).await {
+            Command::Attach { session, reply } => match self.attach(*session).await {
                 Ok(()) => {
                     let _ = reply.send(Ok(()));
                 }
@@ -233,7 +240,7 @@ impl RunActor {
             },
             Command::Worker { session_id, input } => {
                 if self.session.as_ref().is_some_and(|s| s.id == session_id) {
-                    self.on_worker(input).await?;
+                    self.on_worker(*input).await?;
                 }
             }
             Command::Detach { session_id } => self.detach(session_id).await?,
@@ -241,13 +248,14 @@ impl RunActor {
                 let result = self.cancel(reason).await;
                 answer(reply, result)?;
             }
-            Command::Resolve {
-                call_id,
-                decision,
-                reason,
-                resolver,
-                reply,
-            } => {
+            Command::Resolve(resolution) => {
+                let Resolution {
+                    call_id,
+                    decision,
+                    reason,
+                    resolver,
+                    reply,
+                } = *resolution;
                 let result = self.resolve(&call_id, decision, reason, &resolver).await;
                 answer(reply, result)?;
             }
@@ -361,7 +369,7 @@ impl RunActor {
                 .map(|(k, v)| (k.to_string(), v))
                 .collect::<BTreeMap<_, _>>(),
         };
-        self.pending_events.push(event);
+        self.pending_events.push(Arc::new(event));
     }
 
     /// Makes the change durable. Only after this returns may the worker hear of it.

@@ -117,10 +117,12 @@ impl Shared {
             .and_then(|grace| self.clock.now().checked_add_signed(grace))
     }
 
-    fn publish(&self, events: Vec<Event>) {
+    /// Feeds committed events to watchers. Without a watcher this costs nothing: the
+    /// channel refuses at once and the events are dropped with the actor's last reference.
+    fn publish(&self, events: Vec<Arc<Event>>) {
         for event in events {
             // No watcher is not an error.
-            let _ = self.events.send(Arc::new(event));
+            let _ = self.events.send(event);
         }
     }
 
@@ -214,7 +216,7 @@ impl Coordinator {
         let now = self.shared.clock.now();
         let run = Run::new(uuid::Uuid::now_v7().to_string(), request, name, now);
         let stall = StallTracker::new(profile.profile().termination.stall_threshold);
-        let event = Event {
+        let event = Arc::new(Event {
             run_id: run.id.clone(),
             seq: 1,
             kind: "run.created".into(),
@@ -228,13 +230,13 @@ impl Coordinator {
             .into_iter()
             .map(|(k, v)| (k.to_string(), v))
             .collect(),
-        };
+        });
         self.shared
             .store
             .commit(Commit {
                 run: run.clone(),
                 expected_version: None,
-                events: vec![event.clone()],
+                events: vec![Arc::clone(&event)],
                 stall: Some(stall.clone()),
             })
             .await?;
@@ -357,19 +359,19 @@ impl Coordinator {
             return Ok(());
         }
         run.error = reason.clone();
-        let event = Event {
+        let event = Arc::new(Event {
             run_id: run.id.clone(),
             seq,
             kind: "run.failed".into(),
             at: now,
             attributes: [("reason".to_string(), reason)].into_iter().collect(),
-        };
+        });
         self.shared
             .store
             .commit(Commit {
                 run,
                 expected_version,
-                events: vec![event.clone()],
+                events: vec![Arc::clone(&event)],
                 stall: None,
             })
             .await?;
@@ -462,12 +464,14 @@ impl Coordinator {
         } else {
             resolver
         };
-        self.ask_run(run_id, |reply| Command::Resolve {
-            call_id: call_id.to_string(),
-            decision,
-            reason: reason.clone(),
-            resolver: resolver.clone(),
-            reply,
+        self.ask_run(run_id, |reply| {
+            Command::Resolve(Box::new(actor::Resolution {
+                call_id: call_id.to_string(),
+                decision,
+                reason: reason.clone(),
+                resolver: resolver.clone(),
+                reply,
+            }))
         })
         .await
         .map(|(response, _)| response)
@@ -484,12 +488,12 @@ impl Coordinator {
         let workspace_root = (!request.workspace_root.is_empty()).then_some(request.workspace_root);
         let ((), actor) = self
             .ask_run(&request.run_id, |reply| Command::Attach {
-                session: Session {
+                session: Box::new(Session {
                     id: session_id,
                     worker_id: request.worker_id.clone(),
                     workspace_root: workspace_root.clone(),
                     outbound: outbound.clone(),
-                },
+                }),
                 reply,
             })
             .await?;
@@ -604,7 +608,7 @@ impl SessionHandle {
         self.actor
             .send(Command::Worker {
                 session_id: self.session_id,
-                input,
+                input: Box::new(input),
             })
             .await
             .is_ok()

@@ -11,6 +11,7 @@ mod sqlite;
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 
@@ -44,8 +45,10 @@ pub struct Commit {
     /// The version the writer read: the write fails with `Conflict` if the stored run has
     /// moved on. `None` creates the run and fails if it exists.
     pub expected_version: Option<i64>,
-    /// Events to append, in sequence order, continuing the run's log without a gap.
-    pub events: Vec<Event>,
+    /// Events to append, in sequence order, continuing the run's log without a gap. Shared
+    /// with the coordinator's live feed, which publishes the same events once they are
+    /// committed, so neither copies them.
+    pub events: Vec<Arc<Event>>,
     /// The stall tracker's state after the change; `None` leaves the stored one as is.
     pub stall: Option<StallTracker>,
 }

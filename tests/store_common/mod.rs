@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::Arc;
 
 pub use chrono::{DateTime, Duration, TimeZone, Utc};
 pub use runplane::domain::{Run, StallTracker, StartRequest};
@@ -56,7 +57,7 @@ pub fn create(run: &Run, events: Vec<Event>) -> Commit {
     Commit {
         run: run.clone(),
         expected_version: None,
-        events,
+        events: events.into_iter().map(Arc::new).collect(),
         stall: None,
     }
 }
@@ -68,7 +69,7 @@ pub fn change(run: &mut Run, events: Vec<Event>, stall: Option<StallTracker>) ->
     Commit {
         run: run.clone(),
         expected_version: Some(expected),
-        events,
+        events: events.into_iter().map(Arc::new).collect(),
         stall,
     }
 }

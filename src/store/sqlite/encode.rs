@@ -69,7 +69,7 @@ pub(super) fn encode(commit: Commit) -> Result<EncodedCommit, StoreError> {
         .transpose()
         .map_err(|e| StoreError::Database(format!("run {}: encode stall tracker: {e}", run.id)))?;
     let mut encoded = Vec::with_capacity(events.len());
-    for event in events {
+    for event in &events {
         if event.run_id != run.id {
             return Err(StoreError::Database(format!(
                 "run {}: event seq {} belongs to run {}",
@@ -81,7 +81,7 @@ pub(super) fn encode(commit: Commit) -> Result<EncodedCommit, StoreError> {
         })?;
         encoded.push(EncodedEvent {
             seq: event.seq,
-            kind: event.kind,
+            kind: event.kind.clone(),
             at: event.at.timestamp_micros(),
             attributes,
         });
