@@ -1,12 +1,15 @@
 //! One task per live run: it owns the run's state, decides its tool calls in order, and is
-//! the only writer of its log. Everything reaches it as a `Command`, so no lock is held
-//! across a store write and one run never waits for another.
+//! the only writer of its log. Operators reach it as a `Command`; the attached worker's
+//! messages it reads from the worker's stream itself. No lock is held across a store
+//! write and one run never waits for another.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::pin::Pin;
 use std::sync::Arc;
 
 use chrono::{DateTime, TimeDelta, Utc};
 use tokio::sync::{mpsc, oneshot};
+use tokio_stream::{Stream, StreamExt};
 use tracing::{debug, info, warn, Instrument};
 
 use super::messages::{CloseReason, CoordinatorError, PendingAsk, Push, WorkerInput};
@@ -17,6 +20,12 @@ use crate::store::{Commit, Event, StoreError};
 
 /// Outbound side of a worker's stream.
 pub type Outbound = mpsc::Sender<Push>;
+
+/// Inbound side of a worker's stream, as the transport delivers it: the actor polls it
+/// itself, so a message reaches the run's state without a task in between (a forwarding
+/// task and a mailbox hop cost every round trip a wake-up and a queue). Ends when the
+/// worker's stream does.
+pub type Inbound = Pin<Box<dyn Stream<Item = WorkerInput> + Send>>;
 
 /// A request to a run's actor.
 ///
@@ -30,18 +39,6 @@ pub enum Command {
         session: Box<Session>,
         /// Ok once `Attached` has been pushed.
         reply: oneshot::Sender<Result<(), CoordinatorError>>,
-    },
-    /// A message from a session's worker.
-    Worker {
-        /// Which session sent it; messages from a replaced session are ignored.
-        session_id: u64,
-        /// The message.
-        input: Box<WorkerInput>,
-    },
-    /// A session's stream ended.
-    Detach {
-        /// Which session.
-        session_id: u64,
     },
     /// An operator cancels the run.
     Cancel {
@@ -72,14 +69,15 @@ pub struct Resolution {
 
 /// A worker's attached stream.
 pub struct Session {
-    /// Unique per attach, so a replaced session's late messages are recognised.
-    pub id: u64,
     /// The worker's self-chosen id, for the log.
     pub worker_id: String,
     /// Paths are held to this root; `None`: every absolute path is outside.
     pub workspace_root: Option<String>,
     /// Where pushes go.
     pub outbound: Outbound,
+    /// The worker's messages. Taken out while the actor waits on it, and dropped with the
+    /// session, so a replaced or closed session's late messages are never read.
+    pub inbound: Option<Inbound>,
 }
 
 /// What the actor knows about one call_id.
@@ -197,12 +195,22 @@ impl RunActor {
             let wake = self
                 .next_deadline()
                 .map(|at| self.shared.clock.instant_at(at));
-            let flow = tokio::select! {
-                command = commands.recv() => match command {
-                    Some(command) => self.handle(command).await,
-                    None => Ok(Flow::Stop),
-                },
-                () = sleep_until(wake) => self.on_timer().await,
+            let mut inbound = self.session.as_mut().and_then(|s| s.inbound.take());
+            let woke = tokio::select! {
+                command = commands.recv() => Woke::Command(command),
+                input = next_input(&mut inbound) => Woke::Worker(input),
+                () = sleep_until(wake) => Woke::Timer,
+            };
+            if let (Some(session), false) = (&mut self.session, matches!(woke, Woke::Worker(None)))
+            {
+                session.inbound = inbound;
+            }
+            let flow = match woke {
+                Woke::Command(Some(command)) => self.handle(command).await,
+                Woke::Command(None) => Ok(Flow::Stop),
+                Woke::Worker(Some(input)) => self.on_worker(input).await.map(|()| Flow::Continue),
+                Woke::Worker(None) => self.detach().await.map(|()| Flow::Continue),
+                Woke::Timer => self.on_timer().await,
             };
             let flow = match flow {
                 Ok(flow) => flow,
@@ -238,12 +246,6 @@ impl RunActor {
                     return Err(err);
                 }
             },
-            Command::Worker { session_id, input } => {
-                if self.session.as_ref().is_some_and(|s| s.id == session_id) {
-                    self.on_worker(*input).await?;
-                }
-            }
-            Command::Detach { session_id } => self.detach(session_id).await?,
             Command::Cancel { reason, reply } => {
                 let result = self.cancel(reason).await;
                 answer(reply, result)?;
@@ -438,6 +440,24 @@ fn answer<T>(
             let _ = reply.send(other);
             Ok(())
         }
+    }
+}
+
+/// What woke the actor.
+enum Woke {
+    /// An operator's command; `None` when every sender is gone.
+    Command(Option<Command>),
+    /// The attached worker's next message; `None` when its stream ended.
+    Worker(Option<WorkerInput>),
+    /// A deadline passed.
+    Timer,
+}
+
+/// The worker's next message; never resolves while no worker is attached.
+async fn next_input(inbound: &mut Option<Inbound>) -> Option<WorkerInput> {
+    match inbound {
+        Some(inbound) => inbound.next().await,
+        None => std::future::pending().await,
     }
 }
 

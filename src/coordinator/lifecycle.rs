@@ -63,9 +63,10 @@ impl RunActor {
         Ok(())
     }
 
-    /// A stream ended: the run waits for a re-attach, for at most the grace period.
-    pub(super) async fn detach(&mut self, session_id: u64) -> Result<(), StoreError> {
-        let Some(session) = self.session.take_if(|s| s.id == session_id) else {
+    /// The worker's stream ended: the run waits for a re-attach, for at most the grace
+    /// period.
+    pub(super) async fn detach(&mut self) -> Result<(), StoreError> {
+        let Some(session) = self.session.take() else {
             return Ok(());
         };
         info!(worker = %session.worker_id, "worker detached");

@@ -26,8 +26,8 @@ use crate::domain::{Decision, Run, StallTracker, StartRequest, Status, ToolCallR
 use crate::policy::{CompiledProfile, ProfileRegistry, DEFAULT_PROFILE};
 use crate::store::{Commit, Event, RunPage, RunQuery, RunStore, StoreError, StoredRun};
 
-pub use actor::Outbound;
 use actor::{Command, Phase, RunActor, Session};
+pub use actor::{Inbound, Outbound};
 use clock::Clock;
 pub use messages::{
     CloseReason, CoordinatorError, DeliveryOutcome, GateOutcome, PendingAsk, Push, RunCompletion,
@@ -84,8 +84,6 @@ pub(crate) struct Shared {
     asks: Mutex<BTreeMap<(String, String), PendingAsk>>,
     /// Committed events, for watchers.
     events: broadcast::Sender<Arc<Event>>,
-    /// Source of session ids.
-    next_session: AtomicU64,
     /// Set once shutdown began: no new attaches.
     closing: AtomicBool,
     /// Flips to true when shutdown begins, so watchers end instead of holding the server.
@@ -186,7 +184,6 @@ impl Coordinator {
                 next_generation: AtomicU64::new(1),
                 asks: Mutex::new(BTreeMap::new()),
                 events,
-                next_session: AtomicU64::new(1),
                 closing: AtomicBool::new(false),
                 stopping: tokio::sync::watch::Sender::new(false),
             }),
@@ -431,12 +428,8 @@ impl Coordinator {
 
     /// Ends a run as cancelled and tells its worker.
     pub async fn cancel_run(&self, run_id: &str, reason: String) -> Result<Run, CoordinatorError> {
-        self.ask_run(run_id, |reply| Command::Cancel {
-            reason: reason.clone(),
-            reply,
-        })
-        .await
-        .map(|(run, _)| run)
+        self.ask_run(run_id, |reply| Command::Cancel { reason, reply })
+            .await
     }
 
     /// Pending asks, oldest first; of one run, or of all.
@@ -468,36 +461,34 @@ impl Coordinator {
             Command::Resolve(Box::new(actor::Resolution {
                 call_id: call_id.to_string(),
                 decision,
-                reason: reason.clone(),
-                resolver: resolver.clone(),
+                reason,
+                resolver,
                 reply,
             }))
         })
         .await
-        .map(|(response, _)| response)
     }
 
     /// Attaches a worker's stream to its run. `Attached` is already pushed when this
-    /// returns; the handle forwards the worker's messages.
+    /// returns; from then on the run's actor reads `inbound` itself and detaches when it
+    /// ends.
     pub async fn attach(
         &self,
         request: AttachRequest,
         outbound: Outbound,
-    ) -> Result<SessionHandle, CoordinatorError> {
-        let session_id = self.shared.next_session.fetch_add(1, Ordering::Relaxed);
+        inbound: Inbound,
+    ) -> Result<(), CoordinatorError> {
         let workspace_root = (!request.workspace_root.is_empty()).then_some(request.workspace_root);
-        let ((), actor) = self
-            .ask_run(&request.run_id, |reply| Command::Attach {
-                session: Box::new(Session {
-                    id: session_id,
-                    worker_id: request.worker_id.clone(),
-                    workspace_root: workspace_root.clone(),
-                    outbound: outbound.clone(),
-                }),
-                reply,
-            })
-            .await?;
-        Ok(SessionHandle { actor, session_id })
+        self.ask_run(&request.run_id, |reply| Command::Attach {
+            session: Box::new(Session {
+                worker_id: request.worker_id,
+                workspace_root,
+                outbound,
+                inbound: Some(inbound),
+            }),
+            reply,
+        })
+        .await
     }
 
     /// Sends a command to a run's actor and waits for its answer. An actor that stopped
@@ -506,26 +497,29 @@ impl Coordinator {
     async fn ask_run<T>(
         &self,
         run_id: &str,
-        command: impl Fn(oneshot::Sender<Result<T, CoordinatorError>>) -> Command,
-    ) -> Result<(T, mpsc::Sender<Command>), CoordinatorError> {
+        command: impl FnOnce(oneshot::Sender<Result<T, CoordinatorError>>) -> Command,
+    ) -> Result<T, CoordinatorError> {
+        let (reply, answer) = oneshot::channel();
+        let mut command = command(reply);
         let mut retried = false;
         loop {
             let actor = self.live_actor(run_id).await?;
-            let (reply, answer) = oneshot::channel();
-            if actor.send(command(reply)).await.is_err() {
-                if retried {
-                    return Err(CoordinatorError::Unavailable);
+            match actor.send(command).await {
+                Ok(()) => break,
+                // The refused command comes back whole (with our reply channel and, for
+                // an attach, the worker's stream), ready for the restored actor.
+                Err(mpsc::error::SendError(refused)) if !retried => {
+                    retried = true;
+                    command = refused;
                 }
-                retried = true;
-                continue;
+                Err(_) => return Err(CoordinatorError::Unavailable),
             }
-            let value = answer.await.map_err(|_| {
-                CoordinatorError::Internal(format!(
-                    "run {run_id}: its actor stopped before answering; retry"
-                ))
-            })??;
-            return Ok((value, actor));
         }
+        answer.await.map_err(|_| {
+            CoordinatorError::Internal(format!(
+                "run {run_id}: its actor stopped before answering; retry"
+            ))
+        })?
     }
 
     /// Stops every actor (telling attached workers to re-attach later) and waits for
@@ -592,35 +586,4 @@ struct ActorState {
     grace_deadline: Option<chrono::DateTime<chrono::Utc>>,
     /// Gate or delivery progress (from the status and the log when restored).
     phase: Phase,
-}
-
-/// A worker's attached session: forwards its messages to the run's actor.
-pub struct SessionHandle {
-    /// The run's actor.
-    actor: mpsc::Sender<Command>,
-    /// This attach, so messages from a replaced session are ignored.
-    session_id: u64,
-}
-
-impl SessionHandle {
-    /// Forwards one message; false once the run's actor is gone.
-    pub async fn send(&self, input: WorkerInput) -> bool {
-        self.actor
-            .send(Command::Worker {
-                session_id: self.session_id,
-                input: Box::new(input),
-            })
-            .await
-            .is_ok()
-    }
-
-    /// Tells the actor the stream ended.
-    pub async fn detach(self) {
-        let _ = self
-            .actor
-            .send(Command::Detach {
-                session_id: self.session_id,
-            })
-            .await;
-    }
 }

@@ -1,7 +1,8 @@
 //! `WorkerService.Session`: one bidirectional stream per attached worker.
 //!
-//! The first message must be `attach`. After that a forwarding task hands each message to
-//! the run's actor, and the actor's pushes become the response stream.
+//! The first message must be `attach`. After that the run's actor reads the worker's
+//! messages itself (through `InboundMessages`, which converts them), and the actor's
+//! pushes become the response stream.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -11,9 +12,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_stream::Stream;
 use tonic::{Request, Response, Status, Streaming};
 
-use crate::coordinator::{
-    AttachRequest, CloseReason, Coordinator, Push, SessionHandle, WorkerInput,
-};
+use crate::coordinator::{AttachRequest, CloseReason, Coordinator, Push, WorkerInput};
 use crate::grpc::convert::{coordinator_message, worker_input};
 use crate::grpc::pb;
 use crate::grpc::pb::worker_message::Message as In;
@@ -49,30 +48,20 @@ impl pb::worker_service_server::WorkerService for WorkerApi {
             }
         };
         let (outbound, pushes) = mpsc::channel(OUTBOUND_BUFFER);
-        let (gone, stream_dropped) = oneshot::channel();
+        let (gone, response_dropped) = oneshot::channel();
         let (abort, aborted) = oneshot::channel();
-        let (ready, attached) = oneshot::channel();
-        // The attach runs in its own task: if the client gives up while it is under way,
-        // this handler is dropped, but the task still sees the attach through and detaches
-        // again, so the run gets its re-attach grace instead of a session nobody reads.
-        let coordinator = self.coordinator.clone();
-        tokio::spawn(async move {
-            match coordinator.attach(attach, outbound).await {
-                Err(err) => {
-                    let _ = ready.send(Err(Status::from(err)));
-                }
-                Ok(session) => {
-                    if ready.send(Ok(())).is_err() {
-                        session.detach().await;
-                    } else {
-                        forward(inbound, session, stream_dropped, abort).await;
-                    }
-                }
-            }
-        });
-        attached
-            .await
-            .map_err(|_| Status::internal("attach was abandoned"))??;
+        let inbound = InboundMessages {
+            messages: inbound,
+            response_dropped,
+            abort: Some(abort),
+            done: false,
+        };
+        // If the client gives up while the attach is under way, this handler is dropped
+        // and with it `gone`; an actor that did attach then sees its inbound end and
+        // detaches, so the run gets its re-attach grace instead of a session nobody reads.
+        self.coordinator
+            .attach(attach, outbound, Box::pin(inbound))
+            .await?;
         Ok(Response::new(SessionStream {
             pushes,
             aborted: Some(aborted),
@@ -82,45 +71,60 @@ impl pb::worker_service_server::WorkerService for WorkerApi {
     }
 }
 
-/// Hands the worker's messages to the actor until the stream ends either way. A message
-/// the transport refuses (over the size limit, say) ends the stream with that status.
-async fn forward(
-    mut inbound: Streaming<pb::WorkerMessage>,
-    session: SessionHandle,
-    mut stream_dropped: oneshot::Receiver<()>,
-    abort: oneshot::Sender<Status>,
-) {
-    loop {
-        let next = tokio::select! {
-            next = inbound.message() => next,
-            _ = &mut stream_dropped => break,
-        };
-        match next {
-            Ok(Some(message)) => {
-                let input = worker_input(message).unwrap_or_else(WorkerInput::Rejected);
-                if !session.send(input).await {
-                    break;
+/// The worker's messages, converted for the run's actor, which polls this stream itself.
+/// It ends when the worker's stream ends, when the transport refuses a message (over the
+/// size limit, say: that status then ends the response stream), or when the response
+/// stream is dropped.
+struct InboundMessages {
+    messages: Streaming<pb::WorkerMessage>,
+    /// Resolves when the response stream is dropped.
+    response_dropped: oneshot::Receiver<()>,
+    /// Hands a transport error to the response stream; `None` once used.
+    abort: Option<oneshot::Sender<Status>>,
+    /// Set after the last item, so nothing is polled after it completed.
+    done: bool,
+}
+
+impl Stream for InboundMessages {
+    type Item = WorkerInput;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<WorkerInput>> {
+        if self.done {
+            return Poll::Ready(None);
+        }
+        if Pin::new(&mut self.response_dropped).poll(cx).is_ready() {
+            self.done = true;
+            return Poll::Ready(None);
+        }
+        match Pin::new(&mut self.messages).poll_next(cx) {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(Some(Ok(message))) => Poll::Ready(Some(
+                worker_input(message).unwrap_or_else(WorkerInput::Rejected),
+            )),
+            Poll::Ready(Some(Err(status))) => {
+                if let Some(abort) = self.abort.take() {
+                    let _ = abort.send(status);
                 }
+                self.done = true;
+                Poll::Ready(None)
             }
-            Ok(None) => break,
-            Err(status) => {
-                let _ = abort.send(status);
-                break;
+            Poll::Ready(None) => {
+                self.done = true;
+                Poll::Ready(None)
             }
         }
     }
-    session.detach().await;
 }
 
 /// The response stream: the actor's pushes, ended by `Close` or a transport error.
 pub struct SessionStream {
     /// Pushes from the run's actor.
     pushes: mpsc::Receiver<Push>,
-    /// A status the forwarding task ends the stream with; `None` once it has answered.
+    /// A status the inbound side ends the stream with; `None` once it has answered.
     aborted: Option<oneshot::Receiver<Status>>,
     /// Set after the last item.
     done: bool,
-    /// Dropped with the stream, which tells the forwarding task to stop.
+    /// Dropped with the stream, which ends the inbound side.
     _gone: oneshot::Sender<()>,
 }
 
