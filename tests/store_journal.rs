@@ -157,3 +157,76 @@ async fn the_gap_check_sees_the_journal_the_log_and_a_restart() {
         .collect();
     assert_eq!(seqs, [1, 2, 3, 4, 5]);
 }
+
+/// Version 1's schema, as released: `version` and `stall_json` lived in `runs`.
+const VERSION_1: &str = "
+    CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL);
+    INSERT INTO schema_migrations VALUES (1, '2026-12-01T00:00:00Z');
+    CREATE TABLE runs (
+        run_no INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, task_id TEXT NOT NULL,
+        agent_id TEXT NOT NULL, project_id TEXT NOT NULL, status TEXT NOT NULL,
+        created_at INTEGER NOT NULL, version INTEGER NOT NULL, run_json TEXT NOT NULL,
+        stall_json TEXT
+    );
+    CREATE INDEX runs_created ON runs (created_at DESC, id DESC);
+    CREATE TABLE events (
+        run_no INTEGER NOT NULL, seq INTEGER NOT NULL, kind TEXT NOT NULL,
+        at INTEGER NOT NULL, attributes TEXT NOT NULL
+    );
+    CREATE UNIQUE INDEX events_run_seq ON events (run_no, seq);
+";
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_version_1_database_keeps_its_runs_progress_and_logs() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut run = new_run("run-1", "task", "proj", "agent", at(0));
+    run.transition(runplane::domain::Status::Running, at(5))
+        .unwrap();
+    run.step_count = 7;
+    run.cost_usd = 0.25;
+    run.version = 9;
+    let stall = StallTracker::new(4);
+    let log: Vec<Event> = (1..=3).map(|seq| event("run-1", seq, "step")).collect();
+    {
+        let conn = rusqlite::Connection::open(dir.path().join("runplane.db")).unwrap();
+        conn.execute_batch(VERSION_1).unwrap();
+        conn.execute(
+            "INSERT INTO runs VALUES (1, 'run-1', 'task', 'agent', 'proj', 'running', 0, 9, ?1, ?2)",
+            [
+                serde_json::to_string(&run).unwrap(),
+                serde_json::to_string(&stall).unwrap(),
+            ],
+        )
+        .unwrap();
+        for e in &log {
+            conn.execute(
+                "INSERT INTO events VALUES (1, ?1, ?2, ?3, ?4)",
+                rusqlite::params![
+                    e.seq as i64,
+                    e.kind,
+                    e.at.timestamp_micros(),
+                    serde_json::to_string(&e.attributes).unwrap()
+                ],
+            )
+            .unwrap();
+        }
+    }
+
+    let store = open_small(dir.path(), 1_000);
+    assert_eq!(store.get_run("run-1").await.unwrap().as_ref(), Some(&run));
+    let live = store.live_runs().await.unwrap();
+    assert_eq!(live.len(), 1);
+    assert_eq!(
+        (&live[0].run, &live[0].stall, &live[0].events),
+        (&run, &Some(stall), &log)
+    );
+    // The migrated run takes its next change: the version and the log continue.
+    let next = event("run-1", 4, "step");
+    run.step_count = 8;
+    store
+        .commit(change(&mut run, vec![next.clone()], None))
+        .await
+        .unwrap();
+    assert_eq!(store.get_run("run-1").await.unwrap().as_ref(), Some(&run));
+    assert_eq!(all_events(&store, "run-1").await.last(), Some(&next));
+}

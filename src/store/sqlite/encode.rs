@@ -29,8 +29,18 @@ pub(super) struct EncodedCommit {
     pub project_id: String,
     /// Unix microseconds; written only when the run is created.
     pub created_at: i64,
-    /// The whole run, the authority.
+    /// The run without its progress: `step_count`, `cost_usd`, `version` and
+    /// `updated_at` are blanked, so the text only changes when something else does.
     pub run_json: String,
+    /// A hash of `run_json`, for the writer to tell whether the stored text is still the
+    /// same without comparing it.
+    pub run_hash: u64,
+    /// `Run::step_count`.
+    pub step_count: i32,
+    /// `Run::cost_usd`.
+    pub cost_usd: f64,
+    /// `Run::updated_at`, RFC 3339 as serde writes it.
+    pub updated_at: String,
     /// The stall tracker; `None` keeps the stored one.
     pub stall_json: Option<String>,
     /// The events, in the order given (the writer checks they continue the log).
@@ -53,7 +63,7 @@ pub(super) struct EncodedEvent {
 /// the same faults, so callers see no difference.
 pub(super) fn encode(commit: Commit) -> Result<EncodedCommit, StoreError> {
     let Commit {
-        run,
+        mut run,
         expected_version,
         events,
         stall,
@@ -61,8 +71,16 @@ pub(super) fn encode(commit: Commit) -> Result<EncodedCommit, StoreError> {
     // A run that would not read back (a NaN cost serialises as null) must not be stored.
     run.validate()
         .map_err(|e| StoreError::Database(format!("run {}: refused: {e}", run.id)))?;
+    let version = run.version;
+    let step_count = std::mem::take(&mut run.step_count);
+    let cost_usd = std::mem::take(&mut run.cost_usd);
+    let updated_at = progress_time(&run.updated_at)
+        .map_err(|e| StoreError::Database(format!("run {}: encode: {e}", run.id)))?;
+    run.version = 0;
+    run.updated_at = run.created_at;
     let run_json = serde_json::to_string(&run)
         .map_err(|e| StoreError::Database(format!("run {}: encode: {e}", run.id)))?;
+    let run_hash = xxhash_rust::xxh3::xxh3_64(run_json.as_bytes());
     let stall_json = stall
         .as_ref()
         .map(serde_json::to_string)
@@ -89,7 +107,7 @@ pub(super) fn encode(commit: Commit) -> Result<EncodedCommit, StoreError> {
     Ok(EncodedCommit {
         status: run.status.as_str(),
         status_is_terminal: run.status.is_terminal(),
-        version: run.version,
+        version,
         created_at: run.created_at.timestamp_micros(),
         run_id: run.id,
         expected_version,
@@ -97,7 +115,20 @@ pub(super) fn encode(commit: Commit) -> Result<EncodedCommit, StoreError> {
         agent_id: run.agent_id,
         project_id: run.project_id,
         run_json,
+        run_hash,
+        step_count,
+        cost_usd,
+        updated_at,
         stall_json,
         events: encoded,
     })
+}
+
+/// A time as the `run_progress.updated_at` column holds it: the JSON string serde writes,
+/// without its quotes, so it reads back exactly as it would from `run_json`.
+fn progress_time(at: &chrono::DateTime<chrono::Utc>) -> serde_json::Result<String> {
+    match serde_json::to_value(at)? {
+        serde_json::Value::String(text) => Ok(text),
+        other => Ok(other.to_string()),
+    }
 }

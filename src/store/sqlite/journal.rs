@@ -12,8 +12,8 @@
 //! The journal is split in segments: the hot one takes appends; once it holds
 //! `segment_rows` rows it is sealed, and its rows move over the next groups (each group
 //! moves about twice what it appended, so the moving keeps up without ever stalling the
-//! writer for a whole segment). When a sealed segment has moved, one range delete drops
-//! its rows from the journal. Until then a moved row is in both tables with the same
+//! writer for a whole segment). When a sealed segment has moved, range deletes of the
+//! same slice size drop its rows from the journal. Until then a moved row is in both tables with the same
 //! values; readers merge the two by `seq`. At open, whatever the journal still holds (a
 //! crash, a shutdown) is moved in one transaction before anything else runs.
 
@@ -27,7 +27,9 @@ use super::encode::EncodedEvent;
 struct Segment {
     runs: BTreeMap<i64, Vec<EncodedEvent>>,
     rows: usize,
-    /// The largest journal rowid in the segment: a sealed segment is deleted by this bound.
+    /// The smallest journal rowid in the segment not yet deleted (0: none appended yet).
+    first_id: i64,
+    /// The largest journal rowid in the segment: a sealed segment is deleted up to it.
     last_id: i64,
 }
 
@@ -48,13 +50,15 @@ pub(super) enum Move {
     Nothing,
     /// Copy these runs' rows into `events`.
     Rows(Vec<(i64, Vec<EncodedEvent>)>),
-    /// Every row of the sealed segment has moved: delete journal rows up to this rowid.
+    /// Every row of the sealed segment has moved: delete journal rows up to this rowid
+    /// (a slice of the segment, or the rest of it).
     Truncate(i64),
 }
 
-/// Each group moves at least this many rows while a sealed segment has some, so that a
-/// trickle of appends still empties it.
-const MIN_MOVE: usize = 256;
+/// Each group moves (or deletes) at least this many rows while a sealed segment has some,
+/// so that a trickle of appends still empties it. Small, because at low load it is what a
+/// one-commit group pays on top of its own write.
+const MIN_MOVE: usize = 32;
 
 impl Journal {
     /// An empty journal (the store empties the table at open).
@@ -75,11 +79,20 @@ impl Journal {
             .find_map(|segment| segment.runs.get(&run_no)?.last().map(|row| row.seq))
     }
 
-    /// Records rows a committed group appended; `last_id` is the largest rowid it wrote.
-    pub(super) fn appended(&mut self, runs: Vec<(i64, Vec<EncodedEvent>)>, last_id: i64) {
+    /// Records rows a committed group appended, with the smallest and largest rowid it
+    /// wrote.
+    pub(super) fn appended(
+        &mut self,
+        runs: Vec<(i64, Vec<EncodedEvent>)>,
+        first_id: i64,
+        last_id: i64,
+    ) {
         for (run_no, rows) in runs {
             self.hot.rows += rows.len();
             self.hot.runs.entry(run_no).or_default().extend(rows);
+        }
+        if self.hot.first_id == 0 {
+            self.hot.first_id = first_id;
         }
         self.hot.last_id = self.hot.last_id.max(last_id);
         self.seal_if_full();
@@ -91,10 +104,13 @@ impl Journal {
         let Some(sealed) = &mut self.sealed else {
             return Move::Nothing;
         };
-        if sealed.runs.is_empty() {
-            return Move::Truncate(sealed.last_id);
-        }
         let budget = appended.saturating_mul(2).max(MIN_MOVE);
+        if sealed.runs.is_empty() {
+            let slice_end = sealed
+                .first_id
+                .saturating_add(i64::try_from(budget).unwrap_or(i64::MAX) - 1);
+            return Move::Truncate(slice_end.min(sealed.last_id));
+        }
         let mut taken = Vec::new();
         let mut rows = 0;
         while rows < budget {
@@ -123,10 +139,14 @@ impl Journal {
                     }
                 }
             }
-            Move::Truncate(_) => {
-                if committed {
-                    self.sealed = None;
-                    self.seal_if_full();
+            Move::Truncate(upto) => {
+                if let (true, Some(sealed)) = (committed, &mut self.sealed) {
+                    if upto >= sealed.last_id {
+                        self.sealed = None;
+                        self.seal_if_full();
+                    } else {
+                        sealed.first_id = upto + 1;
+                    }
                 }
             }
         }
@@ -169,14 +189,14 @@ mod tests {
     #[test]
     fn a_full_segment_moves_run_by_run_then_truncates() {
         let mut journal = Journal::new(4);
-        journal.appended(vec![(1, rows(1..=2)), (2, rows(1..=1))], 3);
+        journal.appended(vec![(1, rows(1..=2)), (2, rows(1..=1))], 1, 3);
         assert!(matches!(journal.plan(0), Move::Nothing), "not full yet");
-        journal.appended(vec![(1, rows(3..=3))], 4);
+        journal.appended(vec![(1, rows(3..=3))], 4, 4);
         assert_eq!(journal.last_seq(1), Some(3));
         assert_eq!(journal.unmoved(), 4);
 
         // Sealed: newer appends go to the hot segment; last_seq prefers them.
-        journal.appended(vec![(1, rows(4..=4))], 5);
+        journal.appended(vec![(1, rows(4..=4))], 5, 5);
         assert_eq!(journal.last_seq(1), Some(4));
         assert_eq!(journal.last_seq(2), Some(1));
         assert_eq!(journal.last_seq(3), None);
@@ -206,11 +226,30 @@ mod tests {
     fn a_move_takes_whole_runs_up_to_twice_the_appends() {
         let mut journal = Journal::new(1);
         let runs = (0..1000).map(|run_no| (run_no, rows(1..=1))).collect();
-        journal.appended(runs, 1000);
+        journal.appended(runs, 1, 1000);
         let planned = journal.plan(300);
         assert_eq!(moved_runs(&planned).len(), 600);
         journal.settle(planned, true);
         let planned = journal.plan(0);
         assert_eq!(moved_runs(&planned).len(), MIN_MOVE);
+        journal.settle(planned, true);
+        let planned = journal.plan(200);
+        assert_eq!(moved_runs(&planned).len(), 1000 - 600 - MIN_MOVE);
+        journal.settle(planned, true);
+
+        // The moved segment is deleted in slices of the same size.
+        let planned = journal.plan(100);
+        assert!(matches!(planned, Move::Truncate(200)));
+        journal.settle(planned, false);
+        let planned = journal.plan(100);
+        assert!(
+            matches!(planned, Move::Truncate(200)),
+            "a rolled-back slice repeats"
+        );
+        journal.settle(planned, true);
+        let planned = journal.plan(1000);
+        assert!(matches!(planned, Move::Truncate(1000)));
+        journal.settle(planned, true);
+        assert!(matches!(journal.plan(1000), Move::Nothing));
     }
 }

@@ -64,11 +64,13 @@ impl ReadPool {
 }
 
 pub(super) fn get_run(conn: &mut Connection, run_id: &str) -> Result<Option<Run>, StoreError> {
-    let json: Option<String> = conn
-        .prepare_cached("SELECT run_json FROM runs WHERE id = ?1")
-        .and_then(|mut stmt| stmt.query_row([run_id], |r| r.get(0)).optional())
+    let row: Option<RunRow> = conn
+        .prepare_cached(&format!(
+            "SELECT {RUN_COLUMNS} FROM {RUN_TABLES} WHERE id = ?1"
+        ))
+        .and_then(|mut stmt| stmt.query_row([run_id], RunRow::read).optional())
         .map_err(db_err(&format!("run {run_id}: read")))?;
-    json.map(|json| decode_run(run_id, &json)).transpose()
+    row.map(RunRow::decode).transpose()
 }
 
 /// Newest first by `(created_at, id)`; one row more than the page is fetched to learn
@@ -82,7 +84,7 @@ pub(super) fn list_runs(conn: &mut Connection, query: &RunQuery) -> Result<RunPa
         .map(|c| (c.created_at.timestamp_micros(), c.id.as_str()));
     let fetch = i64::try_from(limit).unwrap_or(i64::MAX - 1) + 1;
 
-    let mut sql = String::from("SELECT id, run_json FROM runs WHERE 1");
+    let mut sql = format!("SELECT {RUN_COLUMNS} FROM {RUN_TABLES} WHERE 1");
     let mut args: Vec<(&str, &dyn ToSql)> = Vec::new();
     let filters: [(&str, &str, Option<&dyn ToSql>); 4] = [
         (
@@ -124,14 +126,11 @@ pub(super) fn list_runs(conn: &mut Connection, query: &RunQuery) -> Result<RunPa
         .prepare_cached(&sql)
         .map_err(db_err("prepare list runs"))?;
     let rows = stmt
-        .query_map(&*args, |r| {
-            Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
-        })
+        .query_map(&*args, RunRow::read)
         .map_err(db_err("list runs"))?;
     let mut runs = Vec::with_capacity(limit.min(1024));
     for row in rows {
-        let (id, json) = row.map_err(db_err("list runs"))?;
-        runs.push(decode_run(&id, &json)?);
+        runs.push(row.map_err(db_err("list runs"))?.decode()?);
     }
     let next = if runs.len() > limit {
         runs.truncate(limit);
@@ -203,23 +202,24 @@ pub(super) fn live_runs(
     only: Option<&str>,
 ) -> Result<Vec<StoredRun>, StoreError> {
     let tx = conn.transaction().map_err(db_err("begin read"))?;
-    let live: Vec<(i64, String, String, Option<String>)> = {
+    let live: Vec<(RunRow, i64, Option<String>)> = {
         let mut stmt = tx
             .prepare_cached(&format!(
-                "SELECT run_no, id, run_json, stall_json FROM runs
+                "SELECT {RUN_COLUMNS}, run_no, stall_json FROM {RUN_TABLES}
                  WHERE {LIVE_CLAUSE} AND (?1 IS NULL OR id = ?1)
                  ORDER BY run_no"
             ))
             .map_err(db_err("prepare live runs"))?;
         let rows = stmt
-            .query_map([only], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+            .query_map([only], |r| Ok((RunRow::read(r)?, r.get(6)?, r.get(7)?)))
             .map_err(db_err("list live runs"))?;
         rows.collect::<Result<_, _>>()
             .map_err(db_err("list live runs"))?
     };
     let mut stored = Vec::with_capacity(live.len());
-    for (run_no, id, run_json, stall_json) in live {
-        let run = decode_run(&id, &run_json)?;
+    for (row, run_no, stall_json) in live {
+        let run = row.decode()?;
+        let id = &run.id;
         let stall = stall_json
             .map(|json| {
                 serde_json::from_str::<StallTracker>(&json)
@@ -229,15 +229,53 @@ pub(super) fn live_runs(
         let events = run_log(&tx, run_no, 0, usize::MAX)
             .map_err(db_err(&format!("run {id}: read log")))?
             .into_iter()
-            .map(|row| row.decode(&id))
+            .map(|row| row.decode(id))
             .collect::<Result<_, _>>()?;
         stored.push(StoredRun { run, stall, events });
     }
     Ok(stored)
 }
 
-fn decode_run(id: &str, json: &str) -> Result<Run, StoreError> {
-    serde_json::from_str(json).map_err(|e| StoreError::Corrupt(format!("run {id}: {e}")))
+/// What a run is read from: its row and its progress (`schema.rs`, version 2).
+const RUN_TABLES: &str = "runs JOIN run_progress USING (run_no)";
+/// The columns `RunRow::read` takes, in its order.
+const RUN_COLUMNS: &str = "id, run_json, version, step_count, cost_usd, updated_at";
+
+/// A run as stored, before its values are checked.
+struct RunRow {
+    id: String,
+    run_json: String,
+    version: i64,
+    step_count: i32,
+    cost_usd: f64,
+    updated_at: String,
+}
+
+impl RunRow {
+    fn read(row: &rusqlite::Row<'_>) -> rusqlite::Result<RunRow> {
+        Ok(RunRow {
+            id: row.get(0)?,
+            run_json: row.get(1)?,
+            version: row.get(2)?,
+            step_count: row.get(3)?,
+            cost_usd: row.get(4)?,
+            updated_at: row.get(5)?,
+        })
+    }
+
+    /// The run from `run_json`, with its progress from `run_progress` (the copies in
+    /// `run_json` are stale by design).
+    fn decode(self) -> Result<Run, StoreError> {
+        let corrupt = |what: String| StoreError::Corrupt(format!("run {}: {what}", self.id));
+        let mut run: Run =
+            serde_json::from_str(&self.run_json).map_err(|e| corrupt(e.to_string()))?;
+        run.version = self.version;
+        run.step_count = self.step_count;
+        run.cost_usd = self.cost_usd;
+        run.updated_at = serde_json::from_value(serde_json::Value::String(self.updated_at))
+            .map_err(|e| corrupt(format!("updated_at: {e}")))?;
+        Ok(run)
+    }
 }
 
 /// An `events` row as stored, before its values are checked.

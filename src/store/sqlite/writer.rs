@@ -97,6 +97,12 @@ struct Writer {
 struct Stored {
     run_no: i64,
     version: i64,
+    /// `EncodedCommit::run_hash` of the stored `run_json`; `None` when not known (the row
+    /// was read, not written, by this writer), which makes the next commit rewrite it.
+    run_hash: Option<u64>,
+    /// The stored status, when known: a commit that keeps it leaves the status indexes
+    /// alone.
+    status: Option<&'static str>,
 }
 
 /// What a group wrote, kept until COMMIT says it happened.
@@ -108,7 +114,8 @@ struct Written {
     rows: usize,
     /// The last seq each run reached in this group, ahead of the journal's memory.
     last_seq: HashMap<i64, u64>,
-    /// The largest journal rowid written.
+    /// The smallest and largest journal rowids written (0: none).
+    first_id: i64,
     last_id: i64,
     /// Runs written in this group, as they are after it, ahead of `Writer::runs`.
     runs: HashMap<String, Stored>,
@@ -183,7 +190,8 @@ impl Writer {
                 .collect();
         }
         self.journal.settle(planned, true);
-        self.journal.appended(written.events, written.last_id);
+        self.journal
+            .appended(written.events, written.first_id, written.last_id);
         self.runs.extend(written.runs);
         for run_id in written.ended {
             self.runs.remove(&run_id);
@@ -201,21 +209,23 @@ impl Writer {
         let run_no = match commit.expected_version {
             None => {
                 check_events(commit, 0).map_err(Failure::Refused)?;
-                insert_run(&self.conn, commit).map_err(Failure::Refused)?
+                insert_run(&self.conn, commit)?
             }
-            Some(expected) => self
-                .check_update(commit, expected, written)
-                .and_then(|run_no| {
-                    update_run(&self.conn, commit, run_no, expected)?;
-                    Ok(run_no)
-                })
-                .map_err(Failure::Refused)?,
+            Some(expected) => {
+                let stored = self
+                    .check_update(commit, expected, written)
+                    .map_err(Failure::Refused)?;
+                update_run(&self.conn, commit, stored, expected)?;
+                stored.run_no
+            }
         };
         written.runs.insert(
             commit.run_id.clone(),
             Stored {
                 run_no,
                 version: commit.version,
+                run_hash: Some(commit.run_hash),
+                status: Some(commit.status),
             },
         );
         if commit.status_is_terminal {
@@ -224,8 +234,11 @@ impl Writer {
         if commit.events.is_empty() {
             return Ok(());
         }
-        let last_id = append_events(&self.conn, run_no, &commit.events)
+        let (first_id, last_id) = append_events(&self.conn, run_no, &commit.events)
             .map_err(|e| Failure::Broken(format!("run {}: append events: {e}", commit.run_id)))?;
+        if written.first_id == 0 {
+            written.first_id = first_id;
+        }
         written.last_id = written.last_id.max(last_id);
         if let Some(last) = commit.events.last() {
             written.last_seq.insert(run_no, last.seq);
@@ -238,25 +251,30 @@ impl Writer {
     }
 
     /// Everything that can refuse an update, checked before it writes: the version it
-    /// expects, the version it brings, and that its events continue the log. Returns the
-    /// run's `run_no`.
+    /// expects, the version it brings, and that its events continue the log. Returns what
+    /// is stored of the run.
     fn check_update(
         &self,
         commit: &EncodedCommit,
         expected: i64,
         written: &Written,
-    ) -> Result<i64, StoreError> {
+    ) -> Result<Stored, StoreError> {
         let run_id = &commit.run_id;
         let stored = match written.runs.get(run_id).or_else(|| self.runs.get(run_id)) {
             Some(stored) => Some(*stored),
             None => self
                 .conn
-                .prepare_cached("SELECT run_no, version FROM runs WHERE id = ?1")
+                .prepare_cached(
+                    "SELECT run_no, version FROM runs JOIN run_progress USING (run_no)
+                     WHERE id = ?1",
+                )
                 .and_then(|mut stmt| {
                     stmt.query_row([run_id], |r| {
                         Ok(Stored {
                             run_no: r.get(0)?,
                             version: r.get(1)?,
+                            run_hash: None,
+                            status: None,
                         })
                     })
                     .optional()
@@ -280,7 +298,7 @@ impl Writer {
             .last_seq(stored.run_no, written)
             .map_err(|e| run_error(run_id, "read last seq", e))?;
         check_events(commit, last)?;
-        Ok(stored.run_no)
+        Ok(stored)
     }
 
     /// The last seq of a run's log: this group's appends, then the journal's, then the
@@ -316,8 +334,13 @@ fn check_events(commit: &EncodedCommit, last: u64) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// Appends checked events to the journal; returns the last rowid written.
-fn append_events(conn: &Connection, run_no: i64, events: &[EncodedEvent]) -> rusqlite::Result<i64> {
+/// Appends checked events to the journal; returns the first and last rowid written.
+fn append_events(
+    conn: &Connection,
+    run_no: i64,
+    events: &[EncodedEvent],
+) -> rusqlite::Result<(i64, i64)> {
+    let mut first = 0;
     let mut insert = conn.prepare_cached(
         "INSERT INTO event_journal (run_no, seq, kind, at, attributes)
          VALUES (?1, ?2, ?3, ?4, ?5)",
@@ -330,8 +353,11 @@ fn append_events(conn: &Connection, run_no: i64, events: &[EncodedEvent]) -> rus
             event.at,
             event.attributes
         ])?;
+        if first == 0 {
+            first = conn.last_insert_rowid();
+        }
     }
-    Ok(conn.last_insert_rowid())
+    Ok((first, conn.last_insert_rowid()))
 }
 
 /// A database error while writing a run, with what was being done. Built only on failure:
@@ -379,12 +405,13 @@ fn exec(conn: &Connection, sql: &str) -> rusqlite::Result<usize> {
     conn.prepare_cached(sql)?.execute([])
 }
 
-fn insert_run(conn: &Connection, run: &EncodedCommit) -> Result<i64, StoreError> {
+/// Inserts the run and its progress. A run that exists already is refused before anything
+/// is written; a failure after the first insert breaks the group.
+fn insert_run(conn: &Connection, run: &EncodedCommit) -> Result<i64, Failure> {
     let inserted = conn
         .prepare_cached(
-            "INSERT INTO runs (id, task_id, agent_id, project_id, status, created_at,
-                               version, run_json, stall_json)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+            "INSERT INTO runs (id, task_id, agent_id, project_id, status, created_at, run_json)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
              ON CONFLICT (id) DO NOTHING
              RETURNING run_no",
         )
@@ -397,71 +424,97 @@ fn insert_run(conn: &Connection, run: &EncodedCommit) -> Result<i64, StoreError>
                     run.project_id,
                     run.status,
                     run.created_at,
-                    run.version,
                     run.run_json,
-                    run.stall_json,
                 ],
                 |r| r.get(0),
             )
             .optional()
         })
-        .map_err(|e| run_error(&run.run_id, "insert", e))?;
-    match inserted {
-        Some(run_no) => Ok(run_no),
-        None => Err(StoreError::Conflict {
+        .map_err(|e| Failure::Refused(run_error(&run.run_id, "insert", e)))?;
+    let Some(run_no) = inserted else {
+        return Err(Failure::Refused(StoreError::Conflict {
             run_id: run.run_id.clone(),
             expected: None,
-            found: stored_version(conn, &run.run_id)?,
-        }),
-    }
+            found: stored_version(conn, &run.run_id).map_err(Failure::Refused)?,
+        }));
+    };
+    conn.prepare_cached(
+        "INSERT INTO run_progress (run_no, version, step_count, cost_usd, updated_at, stall_json)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    )
+    .and_then(|mut stmt| {
+        stmt.execute(params![
+            run_no,
+            run.version,
+            run.step_count,
+            run.cost_usd,
+            run.updated_at,
+            run.stall_json,
+        ])
+    })
+    .map_err(|e| Failure::Broken(format!("run {}: insert progress: {e}", run.run_id)))?;
+    Ok(run_no)
 }
 
+/// Writes the progress row, guarded by the version, and `run_json` only when it changed.
 /// Task, agent, project and creation time never change after a run is created, so only
 /// the insert writes their columns (and their indexes).
 fn update_run(
     conn: &Connection,
     run: &EncodedCommit,
-    run_no: i64,
+    stored: Stored,
     expected: i64,
-) -> Result<(), StoreError> {
-    // Most commits keep the status. Naming `status` in SET would make SQLite rewrite the
-    // status and live-run index entries even when the value is the same, so try the
-    // narrower statement first.
-    let attempts = [
-        "UPDATE runs SET version = ?3, run_json = ?4, stall_json = coalesce(?5, stall_json)
-         WHERE run_no = ?1 AND version = ?2 AND status = ?6",
-        "UPDATE runs SET status = ?6, version = ?3, run_json = ?4,
-                         stall_json = coalesce(?5, stall_json)
-         WHERE run_no = ?1 AND version = ?2",
-    ];
-    for sql in attempts {
-        let updated = conn
-            .prepare_cached(sql)
-            .and_then(|mut stmt| {
-                stmt.execute(params![
-                    run_no,
-                    expected,
-                    run.version,
-                    run.run_json,
-                    run.stall_json,
-                    run.status,
-                ])
-            })
-            .map_err(|e| run_error(&run.run_id, "update", e))?;
-        if updated == 1 {
-            return Ok(());
-        }
+) -> Result<(), Failure> {
+    let updated = conn
+        .prepare_cached(
+            "UPDATE run_progress SET version = ?3, step_count = ?4, cost_usd = ?5,
+                 updated_at = ?6, stall_json = coalesce(?7, stall_json)
+             WHERE run_no = ?1 AND version = ?2",
+        )
+        .and_then(|mut stmt| {
+            stmt.execute(params![
+                stored.run_no,
+                expected,
+                run.version,
+                run.step_count,
+                run.cost_usd,
+                run.updated_at,
+                run.stall_json,
+            ])
+        })
+        .map_err(|e| Failure::Refused(run_error(&run.run_id, "update progress", e)))?;
+    if updated != 1 {
+        return Err(Failure::Refused(StoreError::Conflict {
+            run_id: run.run_id.clone(),
+            expected: Some(expected),
+            found: stored_version(conn, &run.run_id).map_err(Failure::Refused)?,
+        }));
     }
-    Err(StoreError::Conflict {
-        run_id: run.run_id.clone(),
-        expected: Some(expected),
-        found: stored_version(conn, &run.run_id)?,
-    })
+    if stored.run_hash == Some(run.run_hash) {
+        return Ok(());
+    }
+    // Naming `status` in SET makes SQLite rewrite the status and live-run index entries
+    // even when the value is the same, so it is named only when it may have changed.
+    let sql = if stored.status == Some(run.status) {
+        "UPDATE runs SET run_json = ?2 WHERE run_no = ?1"
+    } else {
+        "UPDATE runs SET run_json = ?2, status = ?3 WHERE run_no = ?1"
+    };
+    conn.prepare_cached(sql)
+        .and_then(|mut stmt| {
+            if stored.status == Some(run.status) {
+                stmt.execute(params![stored.run_no, run.run_json])
+            } else {
+                stmt.execute(params![stored.run_no, run.run_json, run.status])
+            }
+        })
+        .map_err(|e| Failure::Broken(format!("run {}: update: {e}", run.run_id)))?;
+    Ok(())
 }
 
 /// The stored version of a run, for a conflict report.
 fn stored_version(conn: &Connection, run_id: &str) -> Result<Option<i64>, StoreError> {
-    conn.prepare_cached("SELECT version FROM runs WHERE id = ?1")
+    conn.prepare_cached("SELECT version FROM runs JOIN run_progress USING (run_no) WHERE id = ?1")
         .and_then(|mut stmt| stmt.query_row([run_id], |r| r.get(0)).optional())
         .map_err(|e| run_error(run_id, "read version", e))
 }
