@@ -20,9 +20,13 @@ const RESTART_WAIT: Duration = Duration::from_millis(100);
 /// A passive checkpoint never blocks the writer, but under a steady write load it never
 /// quite catches up either, and SQLite only rewinds the WAL to its start when a
 /// checkpoint has caught up just before a write begins. So once the WAL holds more than
-/// `WAL_SIZE_LIMIT`, a RESTART follows the passive pass: it blocks the writer, but only
-/// for the few frames written since that pass, and makes the next write start the WAL
-/// over (`journal_size_limit` then trims the file).
+/// `WAL_SIZE_LIMIT`, a RESTART follows: it blocks the writer, but only for the frames not
+/// yet copied, and makes the next write start the WAL over (`journal_size_limit` then
+/// trims the file). A passive pass over a big WAL takes ~100 ms, during which the writer
+/// adds thousands of frames, and a RESTART right after it stalled every commit for 25–110
+/// ms; so further passive passes go first, each copying what the previous one left (a
+/// shrinking remainder), until few frames are left for the RESTART to copy while it holds
+/// the writer.
 pub(super) fn run(conn: Connection, interval: Duration, stop: Receiver<()>) {
     if let Err(e) = conn.busy_timeout(RESTART_WAIT) {
         tracing::warn!(error = %e, "checkpointer: could not set busy_timeout");
@@ -35,18 +39,43 @@ pub(super) fn run(conn: Connection, interval: Duration, stop: Receiver<()>) {
         }
     };
     while let Err(RecvTimeoutError::Timeout) = stop.recv_timeout(interval) {
-        let Some(frames) = checkpoint(&conn, "PASSIVE") else {
+        let Some(mut pass) = checkpoint(&conn, "PASSIVE") else {
             continue;
         };
-        if frames.saturating_mul(page_size) > WAL_SIZE_LIMIT {
-            checkpoint(&conn, "RESTART");
+        if pass.frames.saturating_mul(page_size) <= WAL_SIZE_LIMIT {
+            continue;
         }
+        for _ in 0..MAX_CATCH_UP_PASSES {
+            if pass.frames - pass.copied <= RESTART_REMAINDER {
+                break;
+            }
+            match checkpoint(&conn, "PASSIVE") {
+                Some(next) => pass = next,
+                None => break,
+            }
+        }
+        checkpoint(&conn, "RESTART");
     }
 }
 
-/// Runs one checkpoint and returns how many frames the WAL holds, or `None` if SQLite
-/// refused (logged; the next round retries).
-fn checkpoint(conn: &Connection, mode: &str) -> Option<i64> {
+/// Frames a RESTART may be left to copy while it holds the writer (~1 ms of copying).
+const RESTART_REMAINDER: i64 = 256;
+
+/// Passive passes before a RESTART at most; under a write load faster than the copy the
+/// remainder does not shrink, and the RESTART then runs anyway.
+const MAX_CATCH_UP_PASSES: usize = 4;
+
+/// What one checkpoint reported.
+struct Pass {
+    /// Frames in the WAL.
+    frames: i64,
+    /// Frames copied into the database file so far.
+    copied: i64,
+}
+
+/// Runs one checkpoint and returns what it reported, or `None` if SQLite refused (logged;
+/// the next round retries).
+fn checkpoint(conn: &Connection, mode: &str) -> Option<Pass> {
     let result = conn.query_row(&format!("PRAGMA wal_checkpoint({mode})"), [], |r| {
         Ok((
             r.get::<_, i64>(0)?,
@@ -57,7 +86,7 @@ fn checkpoint(conn: &Connection, mode: &str) -> Option<i64> {
     match result {
         Ok((busy, frames, copied)) => {
             tracing::trace!(mode, busy, frames, copied, "wal checkpoint");
-            Some(frames)
+            Some(Pass { frames, copied })
         }
         Err(e) => {
             tracing::warn!(mode, error = %e, "wal checkpoint failed");
