@@ -230,3 +230,20 @@ async fn a_version_1_database_keeps_its_runs_progress_and_logs() {
     assert_eq!(store.get_run("run-1").await.unwrap().as_ref(), Some(&run));
     assert_eq!(all_events(&store, "run-1").await.last(), Some(&next));
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_second_store_on_the_same_file_is_refused_until_the_first_closes() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = open_small(dir.path(), 1_000);
+    let file = dir.path().join("runplane.db");
+    let refused = SqliteStore::open(SqliteStoreOptions::new(&file)).err();
+    let expected = format!(
+        "database error: {} is in use by another runplane store (it holds {}.lock)",
+        file.display(),
+        file.display()
+    );
+    assert_eq!(refused.map(|e| e.to_string()), Some(expected));
+    first.close();
+    let second = SqliteStore::open(SqliteStoreOptions::new(&file)).unwrap();
+    assert!(second.live_runs().await.unwrap().is_empty());
+}

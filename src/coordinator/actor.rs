@@ -234,6 +234,9 @@ impl RunActor {
 
     async fn handle(&mut self, command: Command) -> Result<Flow, StoreError> {
         match command {
+            // A client that gave up while its attach waited here must not take the run
+            // over from a healthy worker for a stream that is already gone.
+            Command::Attach { reply, .. } if reply.is_closed() => {}
             Command::Attach { session, reply } => match self.attach(*session).await {
                 Ok(()) => {
                     let _ = reply.send(Ok(()));

@@ -129,6 +129,8 @@ pub(super) fn encode(commit: Commit) -> Result<EncodedCommit, StoreError> {
 fn progress_time(at: &chrono::DateTime<chrono::Utc>) -> serde_json::Result<String> {
     match serde_json::to_value(at)? {
         serde_json::Value::String(text) => Ok(text),
-        other => Ok(other.to_string()),
+        other => Err(serde::ser::Error::custom(format!(
+            "updated_at serialised as {other}, not as a string"
+        ))),
     }
 }

@@ -14,7 +14,8 @@ mod schema;
 mod writer;
 
 use std::fmt;
-use std::path::PathBuf;
+use std::fs::{File, TryLockError};
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::sync::{mpsc, Arc, Mutex, PoisonError, RwLock};
 use std::thread::{self, JoinHandle};
@@ -109,6 +110,8 @@ impl SqliteStoreOptions {
 /// The threads behind a store, kept to be stopped and joined on close.
 #[derive(Default)]
 struct Workers {
+    /// The lock that keeps other stores off the file; released on close.
+    lock: Option<File>,
     writer: Option<JoinHandle<()>>,
     checkpointer: Option<JoinHandle<()>>,
     /// Dropping it wakes the checkpointer and tells it to stop.
@@ -129,6 +132,7 @@ impl SqliteStore {
     /// Opens (or creates) the database file, brings its schema up to date, and starts the
     /// writer and checkpointer threads. The file's directory must already exist.
     pub fn open(options: SqliteStoreOptions) -> Result<SqliteStore, StoreError> {
+        let lock = lock_file(&options.path)?;
         let mut conn = schema::open_writer(&options.path, options.synchronous)?;
         schema::migrate(&mut conn)?;
         schema::drain_journal(&mut conn)?;
@@ -146,6 +150,7 @@ impl SqliteStore {
             jobs: RwLock::new(Some(jobs)),
             reads: Arc::new(ReadPool::new(options.path.clone())),
             workers: Mutex::new(Workers {
+                lock: Some(lock),
                 writer: Some(writer),
                 ..Workers::default()
             }),
@@ -188,6 +193,8 @@ impl SqliteStore {
                 tracing::error!("a store thread panicked");
             }
         }
+        // Only now, with everything written, may another store open the file.
+        workers.lock = None;
     }
 
     /// Runs `read` on a pooled read connection on tokio's blocking pool.
@@ -257,6 +264,36 @@ impl RunStore for SqliteStore {
     fn live_run(&self, run_id: &str) -> StoreFuture<Option<StoredRun>> {
         let run_id = run_id.to_string();
         self.read(move |conn| Ok(read::live_runs(conn, Some(&run_id))?.pop()))
+    }
+}
+
+/// Takes the file's lock: `<database>.lock`, held (flock) while the store is open.
+///
+/// One store per file: the writer remembers what it wrote (each run's version and `run_no`,
+/// the journal's rows by run) to check commits without reading, and another writer on the
+/// same file would make that memory wrong. The OS drops the lock when the process dies,
+/// `kill -9` included, so a restart never finds a stale one.
+fn lock_file(path: &Path) -> Result<File, StoreError> {
+    let mut lock_path = path.as_os_str().to_owned();
+    lock_path.push(".lock");
+    let lock_path = PathBuf::from(lock_path);
+    let file = File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .map_err(|e| StoreError::Database(format!("open {}: {e}", lock_path.display())))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(TryLockError::WouldBlock) => Err(StoreError::Database(format!(
+            "{} is in use by another runplane store (it holds {})",
+            path.display(),
+            lock_path.display()
+        ))),
+        Err(TryLockError::Error(e)) => Err(StoreError::Database(format!(
+            "lock {}: {e}",
+            lock_path.display()
+        ))),
     }
 }
 

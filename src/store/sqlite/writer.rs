@@ -260,7 +260,11 @@ impl Writer {
         written: &Written,
     ) -> Result<Stored, StoreError> {
         let run_id = &commit.run_id;
-        let stored = match written.runs.get(run_id).or_else(|| self.runs.get(run_id)) {
+        // What this writer remembers is trusted only when it agrees with the caller; on
+        // a mismatch the row decides (another process may have written the file), so a
+        // stale memory costs one read instead of refusing the run's commits forever.
+        let remembered = written.runs.get(run_id).or_else(|| self.runs.get(run_id));
+        let stored = match remembered.filter(|stored| stored.version == expected) {
             Some(stored) => Some(*stored),
             None => self
                 .conn
