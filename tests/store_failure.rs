@@ -6,6 +6,7 @@ mod common;
 
 use common::*;
 use runplane::grpc::pb;
+use runplane::grpc::pb::coordinator_message::Message as Out;
 
 /// Holds the database's write lock until dropped, as another process could.
 struct Locked(rusqlite::Connection);
@@ -105,4 +106,49 @@ async fn an_ask_whose_resolution_could_not_be_committed_is_still_pending() {
         "still waiting, not allowed"
     );
     assert_eq!(server.pending_asks(&run_id).await.len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_attach_abandoned_while_the_run_was_busy_takes_nothing_over() {
+    let server = TestServer::start().await;
+    let run_id = server.start_run("headless-safe-sandbox").await;
+    let (mut worker, _) = Worker::attach(&server, &run_id).await;
+
+    // The actor is stuck committing c1 while a second worker's attach waits behind it,
+    // and that client gives up before the actor gets to it.
+    let lock = tokio::task::block_in_place(|| lock_database(&server));
+    worker
+        .send(pb::worker_message::Message::ToolCallRequest(
+            pb::ToolCallRequest {
+                call_id: "c1".into(),
+                tool: "Read".into(),
+                path: "a".into(),
+                ..Default::default()
+            },
+        ))
+        .await;
+    let abandoned = tokio::time::timeout(
+        std::time::Duration::from_millis(300),
+        Worker::try_attach(&server, &run_id, "worker-2"),
+    )
+    .await;
+    assert!(abandoned.is_err(), "the attach waited for the busy actor");
+    drop(lock);
+
+    match worker.recv().await {
+        Out::ToolCallResponse(response) => assert_eq!(decision(&response), pb::Decision::Allow),
+        other => panic!("expected c1's decision, got {other:?}"),
+    }
+    assert_eq!(
+        decision(&worker.call("c2", "Read", "", "b").await),
+        pb::Decision::Allow,
+        "the first worker is still attached"
+    );
+    let attaches = server
+        .event_types(&run_id)
+        .await
+        .into_iter()
+        .filter(|kind| kind.starts_with("run.worker."))
+        .collect::<Vec<_>>();
+    assert_eq!(attaches, ["run.worker.attached"]);
 }
