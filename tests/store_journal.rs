@@ -150,11 +150,7 @@ async fn the_gap_check_sees_the_journal_the_log_and_a_restart() {
         .commit(change(&mut run, vec![event("run-1", 5, "step")], None))
         .await
         .unwrap();
-    let seqs: Vec<u64> = all_events(&store, "run-1")
-        .await
-        .iter()
-        .map(|e| e.seq)
-        .collect();
+    let seqs = seqs(&store, "run-1").await;
     assert_eq!(seqs, [1, 2, 3, 4, 5]);
 }
 

@@ -104,11 +104,7 @@ async fn the_log_refuses_gaps_repeats_and_strangers() {
         .commit(change(&mut run, vec![event("run-1", 2, "ok")], None))
         .await
         .unwrap();
-    let seqs: Vec<u64> = all_events(&store, "run-1")
-        .await
-        .iter()
-        .map(|e| e.seq)
-        .collect();
+    let seqs = seqs(&store, "run-1").await;
     assert_eq!(seqs, [1, 2]);
 }
 
@@ -525,11 +521,7 @@ async fn hammer(store: Arc<SqliteStore>, tasks: usize, per_task: u64) -> f64 {
     let elapsed = started.elapsed().as_secs_f64();
     for run in runs {
         assert_eq!(store.get_run(&run.id).await.unwrap().as_ref(), Some(&run));
-        let seqs: Vec<u64> = all_events(&store, &run.id)
-            .await
-            .iter()
-            .map(|e| e.seq)
-            .collect();
+        let seqs = seqs(&store, &run.id).await;
         assert_eq!(seqs, (1..=per_task).collect::<Vec<_>>(), "{}", run.id);
     }
     elapsed

@@ -89,3 +89,12 @@ pub fn conflict(result: Result<(), StoreError>) -> (String, Option<i64>, Option<
 pub async fn all_events(store: &SqliteStore, run_id: &str) -> Vec<Event> {
     store.list_events(run_id, 0, usize::MAX).await.unwrap()
 }
+
+/// The seqs of a run's whole log, in order.
+pub async fn seqs(store: &SqliteStore, run_id: &str) -> Vec<u64> {
+    all_events(store, run_id)
+        .await
+        .iter()
+        .map(|e| e.seq)
+        .collect()
+}
