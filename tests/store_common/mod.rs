@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Instant;
 
 pub use chrono::{DateTime, Duration, TimeZone, Utc};
 pub use runplane::domain::{Run, StallTracker, StartRequest};
@@ -97,4 +98,41 @@ pub async fn seqs(store: &SqliteStore, run_id: &str) -> Vec<u64> {
         .iter()
         .map(|e| e.seq)
         .collect()
+}
+
+/// `tasks` runs, each committed `per_task` times (a run update and one event) by its own
+/// task; returns the elapsed seconds after checking every log is gapless.
+pub async fn hammer(store: Arc<SqliteStore>, tasks: usize, per_task: u64) -> f64 {
+    let started = Instant::now();
+    let mut handles = Vec::new();
+    for t in 0..tasks {
+        let store = Arc::clone(&store);
+        handles.push(tokio::spawn(async move {
+            let id = format!("run-{t:05}");
+            let mut run = new_run(&id, "task", "proj", "agent", at(t as i64));
+            store.commit(create(&run, vec![])).await.unwrap();
+            for seq in 1..=per_task {
+                store
+                    .commit(change(
+                        &mut run,
+                        vec![event(&id, seq, "run.toolcall.approved")],
+                        None,
+                    ))
+                    .await
+                    .unwrap();
+            }
+            run
+        }));
+    }
+    let mut runs = Vec::new();
+    for handle in handles {
+        runs.push(handle.await.unwrap());
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    for run in runs {
+        assert_eq!(store.get_run(&run.id).await.unwrap().as_ref(), Some(&run));
+        let seqs = seqs(&store, &run.id).await;
+        assert_eq!(seqs, (1..=per_task).collect::<Vec<_>>(), "{}", run.id);
+    }
+    elapsed
 }

@@ -1,36 +1,41 @@
-//! The checkpointer thread: copies the WAL back into the database file off the writer's
+//! Checkpoints: copying the WAL back into the database file, mostly off the writer's
 //! thread. With SQLite's automatic checkpoints the commit that crosses the threshold pays
 //! for the copy, which is what made p99 commit latency 12–14 ms instead of 2.4 ms in the
 //! measurements of DESIGN §5.
+//!
+//! The checkpointer thread runs a passive checkpoint every `interval`. A passive
+//! checkpoint never blocks the writer, and it copies every frame that was in the WAL when
+//! it began; but the writer appends while it copies, and SQLite starts the WAL over only
+//! when a write transaction begins with *every* frame copied. Under a steady load that
+//! never happens by itself, so the WAL would grow without bound.
+//!
+//! Starting it over used to be a `RESTART` checkpoint from this thread. That one takes the
+//! writer's lock through SQLite's busy handler, which sleeps in steps of 1, 2, 5, 10, …
+//! ms while the writer keeps taking the lock back, and the writer then sleeps the same way
+//! until the RESTART is done: it stalled every commit for 8–140 ms about once a second at
+//! 16k round trips/s, and that was the p99 (BENCHMARKS.md). Now, once the WAL is past
+//! `wal_size_limit`, this thread asks the writer itself to finish the job between two
+//! groups ([`finish`]): with no other writer, its passive pass copies the few frames
+//! written since this thread's last pass, and the writer's next transaction starts the WAL
+//! over. No lock changes hands, nobody sleeps.
 
-use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::time::Duration;
 
 use rusqlite::Connection;
 
-use super::schema::WAL_SIZE_LIMIT;
+use super::writer::Job;
 
-/// How long a restarting checkpoint may wait for readers. It holds the write lock while it
-/// waits, so this bounds how long it can stall the writer; if it times out, the next round
-/// tries again.
-const RESTART_WAIT: Duration = Duration::from_millis(100);
-
-/// Runs a passive checkpoint every `interval` until `stop` fires or is dropped.
-///
-/// A passive checkpoint never blocks the writer, but under a steady write load it never
-/// quite catches up either, and SQLite only rewinds the WAL to its start when a
-/// checkpoint has caught up just before a write begins. So once the WAL holds more than
-/// `WAL_SIZE_LIMIT`, a RESTART follows: it blocks the writer, but only for the frames not
-/// yet copied, and makes the next write start the WAL over (`journal_size_limit` then
-/// trims the file). A passive pass over a big WAL takes ~100 ms, during which the writer
-/// adds thousands of frames, and a RESTART right after it stalled every commit for 25–110
-/// ms; so further passive passes go first, each copying what the previous one left (a
-/// shrinking remainder), until few frames are left for the RESTART to copy while it holds
-/// the writer.
-pub(super) fn run(conn: Connection, interval: Duration, stop: Receiver<()>) {
-    if let Err(e) = conn.busy_timeout(RESTART_WAIT) {
-        tracing::warn!(error = %e, "checkpointer: could not set busy_timeout");
-    }
+/// Runs a passive checkpoint every `interval` until `stop` fires or is dropped; hands the
+/// last bit of a long WAL to the writer through `writer`.
+pub(super) fn run(
+    conn: Connection,
+    interval: Duration,
+    wal_size_limit: u64,
+    stop: Receiver<()>,
+    writer: Sender<Job>,
+) {
+    let wal_size_limit = i64::try_from(wal_size_limit).unwrap_or(i64::MAX);
     let page_size: i64 = match conn.pragma_query_value(None, "page_size", |r| r.get(0)) {
         Ok(size) => size,
         Err(e) => {
@@ -39,30 +44,47 @@ pub(super) fn run(conn: Connection, interval: Duration, stop: Receiver<()>) {
         }
     };
     while let Err(RecvTimeoutError::Timeout) = stop.recv_timeout(interval) {
-        let Some(mut pass) = checkpoint(&conn, "PASSIVE") else {
+        let Some(mut pass) = checkpoint(&conn) else {
             continue;
         };
-        if pass.frames.saturating_mul(page_size) <= WAL_SIZE_LIMIT {
+        if pass.frames.saturating_mul(page_size) <= wal_size_limit {
             continue;
         }
+        // Each catch-up pass copies what was written during the one before, a shrinking
+        // remainder, so the writer is left with little to copy while commits wait.
         for _ in 0..MAX_CATCH_UP_PASSES {
-            if pass.frames - pass.copied <= RESTART_REMAINDER {
+            let Some(next) = checkpoint(&conn) else { break };
+            let newly_copied = next.copied - pass.copied;
+            pass = next;
+            if newly_copied <= WRITER_REMAINDER {
                 break;
             }
-            match checkpoint(&conn, "PASSIVE") {
-                Some(next) => pass = next,
-                None => break,
-            }
         }
-        checkpoint(&conn, "RESTART");
+        let (done, finished) = mpsc::sync_channel(1);
+        if writer.send(Job::FinishCheckpoint(done)).is_err() {
+            return;
+        }
+        // Dropped unanswered only when the writer stops, which `stop` then says too.
+        if let Ok(false) = finished.recv() {
+            tracing::debug!("writer's checkpoint left frames behind (a reader holds them)");
+        }
     }
 }
 
-/// Frames a RESTART may be left to copy while it holds the writer (~1 ms of copying).
-const RESTART_REMAINDER: i64 = 256;
+/// The writer's part, run on its connection between two groups: a passive checkpoint of
+/// what is left. Returns whether the WAL is now fully copied, which makes the writer's next
+/// transaction start it over. A reader still using old frames keeps them, and the WAL
+/// starts over at a later round.
+pub(super) fn finish(conn: &Connection) -> bool {
+    checkpoint(conn).is_some_and(|pass| pass.copied == pass.frames)
+}
 
-/// Passive passes before a RESTART at most; under a write load faster than the copy the
-/// remainder does not shrink, and the RESTART then runs anyway.
+/// Frames the writer may be left to copy while commits wait (well under a millisecond of
+/// copying at the measured rates).
+const WRITER_REMAINDER: i64 = 256;
+
+/// Catch-up passes before the writer's at most; under a write load faster than the copy
+/// the remainder does not shrink, and the writer then copies what is left anyway.
 const MAX_CATCH_UP_PASSES: usize = 4;
 
 /// What one checkpoint reported.
@@ -73,10 +95,10 @@ struct Pass {
     copied: i64,
 }
 
-/// Runs one checkpoint and returns what it reported, or `None` if SQLite refused (logged;
-/// the next round retries).
-fn checkpoint(conn: &Connection, mode: &str) -> Option<Pass> {
-    let result = conn.query_row(&format!("PRAGMA wal_checkpoint({mode})"), [], |r| {
+/// Runs one passive checkpoint and returns what it reported, or `None` if SQLite refused
+/// (logged; the next round retries).
+fn checkpoint(conn: &Connection) -> Option<Pass> {
+    let result = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| {
         Ok((
             r.get::<_, i64>(0)?,
             r.get::<_, i64>(1)?,
@@ -85,11 +107,11 @@ fn checkpoint(conn: &Connection, mode: &str) -> Option<Pass> {
     });
     match result {
         Ok((busy, frames, copied)) => {
-            tracing::trace!(mode, busy, frames, copied, "wal checkpoint");
+            tracing::trace!(busy, frames, copied, "wal checkpoint");
             Some(Pass { frames, copied })
         }
         Err(e) => {
-            tracing::warn!(mode, error = %e, "wal checkpoint failed");
+            tracing::warn!(error = %e, "wal checkpoint failed");
             None
         }
     }

@@ -91,11 +91,18 @@ pub struct SqliteStoreOptions {
     /// event) but cost the writer memory (~300 bytes a row, up to two segments) and make
     /// reads of recent events scan more journal rows. See `journal.rs`.
     pub journal_segment_rows: usize,
+    /// Bytes of WAL past which the writer starts the WAL over, and the size SQLite then
+    /// truncates the file to. Starting over costs every commit waiting at that moment two
+    /// fsyncs (8–25 ms on this machine's disk under load), so this sets how often that pause
+    /// comes: with 64 MiB it came every ~0.75 s at 16k round trips/s, often enough to be
+    /// the p99; with 256 MiB every few seconds (BENCHMARKS.md). The file can grow to about
+    /// this size plus one checkpoint interval's writes.
+    pub wal_size_limit: u64,
 }
 
 impl SqliteStoreOptions {
     /// Options with the defaults: NORMAL durability, groups of up to 1024 commits, a
-    /// checkpoint every 50 ms, journal segments of 8192 events.
+    /// checkpoint every 50 ms, journal segments of 8192 events, a WAL of up to 256 MiB.
     pub fn new(path: impl Into<PathBuf>) -> Self {
         SqliteStoreOptions {
             path: path.into(),
@@ -103,6 +110,7 @@ impl SqliteStoreOptions {
             max_batch: 1024,
             checkpoint_interval: Duration::from_millis(50),
             journal_segment_rows: 8192,
+            wal_size_limit: 256 * 1024 * 1024,
         }
     }
 }
@@ -133,13 +141,15 @@ impl SqliteStore {
     /// writer and checkpointer threads. The file's directory must already exist.
     pub fn open(options: SqliteStoreOptions) -> Result<SqliteStore, StoreError> {
         let lock = lock_file(&options.path)?;
-        let mut conn = schema::open_writer(&options.path, options.synchronous)?;
+        let mut conn =
+            schema::open_writer(&options.path, options.synchronous, options.wal_size_limit)?;
         schema::migrate(&mut conn)?;
         schema::drain_journal(&mut conn)?;
         // Opened here rather than in its thread so a bad file fails `open`, not a log line.
         let checkpoint_conn = schema::open_connection(&options.path)?;
 
         let (jobs, queue) = mpsc::channel();
+        let checkpoint_jobs = jobs.clone();
         let max_batch = options.max_batch.max(1);
         let journal = journal::Journal::new(options.journal_segment_rows);
         let writer = spawn("runplane-store-writer", move || {
@@ -158,8 +168,15 @@ impl SqliteStore {
 
         let (stop, stopped) = mpsc::channel();
         let interval = options.checkpoint_interval;
+        let wal_size_limit = options.wal_size_limit;
         let checkpointer = spawn("runplane-store-checkpoint", move || {
-            checkpoint::run(checkpoint_conn, interval, stopped)
+            checkpoint::run(
+                checkpoint_conn,
+                interval,
+                wal_size_limit,
+                stopped,
+                checkpoint_jobs,
+            )
         })?;
         {
             let mut workers = store.workers.lock().unwrap_or_else(PoisonError::into_inner);

@@ -116,10 +116,6 @@ pub(super) const LIVE_CLAUSE: &str =
 /// processes opening the file.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Once a checkpoint has emptied the WAL, SQLite truncates the file to this size, so one
-/// burst does not leave a huge file behind.
-pub(super) const WAL_SIZE_LIMIT: i64 = 64 * 1024 * 1024;
-
 /// Opens a connection with the settings every connection shares.
 pub(super) fn open_connection(path: &Path) -> Result<Connection, StoreError> {
     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
@@ -134,7 +130,11 @@ pub(super) fn open_connection(path: &Path) -> Result<Connection, StoreError> {
 
 /// The writer's connection: WAL, the chosen durability, and no automatic checkpoints —
 /// the checkpointer thread does them, so a commit never waits for one.
-pub(super) fn open_writer(path: &Path, synchronous: Synchronous) -> Result<Connection, StoreError> {
+pub(super) fn open_writer(
+    path: &Path,
+    synchronous: Synchronous,
+    wal_size_limit: u64,
+) -> Result<Connection, StoreError> {
     let conn = open_connection(path)?;
     let mode: String = conn
         .pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))
@@ -153,8 +153,12 @@ pub(super) fn open_writer(path: &Path, synchronous: Synchronous) -> Result<Conne
         .map_err(db_err("set synchronous"))?;
     conn.pragma_update(None, "wal_autocheckpoint", 0)
         .map_err(db_err("set wal_autocheckpoint"))?;
-    conn.pragma_update(None, "journal_size_limit", WAL_SIZE_LIMIT)
-        .map_err(db_err("set journal_size_limit"))?;
+    conn.pragma_update(
+        None,
+        "journal_size_limit",
+        i64::try_from(wal_size_limit).unwrap_or(i64::MAX),
+    )
+    .map_err(db_err("set journal_size_limit"))?;
     // 16 MiB of page cache: the pages a batch dirties (one index leaf per live run) stay
     // hot instead of being re-read from the OS on every batch.
     conn.pragma_update(None, "cache_size", -16 * 1024)

@@ -19,6 +19,7 @@ use std::sync::mpsc;
 use rusqlite::{params, Connection, OptionalExtension};
 use tokio::sync::oneshot;
 
+use super::checkpoint;
 use super::encode::{EncodedCommit, EncodedEvent};
 use super::journal::{Journal, Move};
 use crate::store::StoreError;
@@ -30,6 +31,10 @@ pub(super) type Reply = oneshot::Sender<Result<(), StoreError>>;
 pub(super) enum Job {
     /// Apply a commit and answer. Boxed: the queue moves jobs around.
     Commit(Box<EncodedCommit>, Reply),
+    /// Between two groups, copy into the database file what the checkpointer left in the
+    /// WAL, so that the next group starts the WAL over (`checkpoint.rs` says why only the
+    /// writer can do that cheaply). Answered with whether everything was copied.
+    FinishCheckpoint(mpsc::SyncSender<bool>),
     /// Finish the current group and stop; jobs queued behind this are dropped unanswered,
     /// which their waiters see as `Closed`.
     Shutdown,
@@ -48,16 +53,17 @@ pub(super) fn run(
         runs: HashMap::new(),
     };
     let mut group: Vec<(Box<EncodedCommit>, Reply)> = Vec::with_capacity(max_batch.min(4096));
-    let mut running = true;
-    while running {
+    loop {
         // Block for the first job only; then take whatever else is already waiting. Under
         // load the queue refills while a group is written, so groups grow with the load.
         let Ok(mut job) = queue.recv() else { break };
+        // A job that is not a commit ends the group; it runs once the group is written.
+        let mut after_group = None;
         loop {
             match job {
                 Job::Commit(commit, reply) => group.push((commit, reply)),
-                Job::Shutdown => {
-                    running = false;
+                other => {
+                    after_group = Some(other);
                     break;
                 }
             }
@@ -69,13 +75,20 @@ pub(super) fn run(
                 Err(_) => break,
             }
         }
-        if group.is_empty() {
-            continue;
+        if !group.is_empty() {
+            let outcomes = writer.write_group(&mut group);
+            for ((_, reply), outcome) in group.drain(..).zip(outcomes) {
+                // A waiter that gave up is no reason to stop.
+                let _ = reply.send(outcome);
+            }
         }
-        let outcomes = writer.write_group(&mut group);
-        for ((_, reply), outcome) in group.drain(..).zip(outcomes) {
-            // A waiter that gave up is no reason to stop.
-            let _ = reply.send(outcome);
+        match after_group {
+            Some(Job::Shutdown) => break,
+            Some(Job::FinishCheckpoint(done)) => {
+                // The checkpointer may have stopped waiting; that is no reason to stop.
+                let _ = done.send(checkpoint::finish(&writer.conn));
+            }
+            Some(Job::Commit(..)) | None => {}
         }
     }
 }
