@@ -5,7 +5,6 @@ mod store_common;
 use std::collections::HashSet;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Instant;
 
 use runplane::domain::{Run, StallTracker, Status};
 use runplane::store::{
