@@ -5,7 +5,7 @@ mod store_common;
 
 use std::path::Path;
 
-use runplane::store::{RunStore, SqliteStore, SqliteStoreOptions, StoreError};
+use runplane::store::{RunQuery, RunStore, SqliteStore, SqliteStoreOptions, StoreError};
 use store_common::*;
 
 /// A store whose journal seals a segment every `segment_rows` events.
@@ -51,6 +51,13 @@ async fn interleave(store: &SqliteStore, runs: usize, per_run: u64) -> Vec<(Run,
             assert_eq!(
                 &all_events(store, &run.id).await,
                 log,
+                "{} after {seq}",
+                run.id
+            );
+            // The progress rides on the journal rows and moves with them.
+            assert_eq!(
+                store.get_run(&run.id).await.unwrap().as_ref(),
+                Some(run),
                 "{} after {seq}",
                 run.id
             );
@@ -242,4 +249,122 @@ async fn a_second_store_on_the_same_file_is_refused_until_the_first_closes() {
     first.close();
     let second = SqliteStore::open(SqliteStoreOptions::new(&file)).unwrap();
     assert!(second.live_runs().await.unwrap().is_empty());
+}
+
+/// The stored `(version, stall_json)` of a run's `run_progress` row, read beside the store.
+fn progress_row(dir: &Path, run_no: i64) -> (i64, Option<String>) {
+    let conn = rusqlite::Connection::open(dir.join("runplane.db")).unwrap();
+    conn.query_row(
+        "SELECT version, stall_json FROM run_progress WHERE run_no = ?1",
+        [run_no],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn progress_in_the_journal_reads_back_and_a_reopen_applies_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open_small(dir.path(), 1_000);
+    let mut run = new_run("run-1", "task", "proj", "agent", at(0));
+    store
+        .commit(create(&run, vec![event("run-1", 1, "run.created")]))
+        .await
+        .unwrap();
+    let mut tracker = StallTracker::new(3);
+    tracker.record_step("Read", true, "same");
+    store
+        .commit(change(
+            &mut run,
+            vec![event("run-1", 2, "run.toolcall.result")],
+            Some(tracker.clone()),
+        ))
+        .await
+        .unwrap();
+    // A commit without events writes `run_progress` directly; the tracker that only the
+    // journal holds must not be lost on the way.
+    run.step_count = 7;
+    run.cost_usd = 0.25;
+    store.commit(change(&mut run, vec![], None)).await.unwrap();
+    // And the journal again, without a tracker: the one before stays.
+    run.step_count = 8;
+    store
+        .commit(change(
+            &mut run,
+            vec![event("run-1", 3, "run.toolcall.approved")],
+            None,
+        ))
+        .await
+        .unwrap();
+
+    let check = |store: SqliteStore, run: Run, tracker: StallTracker| async move {
+        assert_eq!(store.get_run("run-1").await.unwrap().as_ref(), Some(&run));
+        let listed = store.list_runs(RunQuery {
+            limit: 10,
+            ..RunQuery::default()
+        });
+        assert_eq!(listed.await.unwrap().runs, std::slice::from_ref(&run));
+        let live = store.live_run("run-1").await.unwrap().unwrap();
+        assert_eq!((&live.run, live.stall.as_ref()), (&run, Some(&tracker)));
+        assert_eq!(store.live_runs().await.unwrap(), [live]);
+        store
+    };
+    let store = check(store, run.clone(), tracker.clone()).await;
+    assert_eq!(run.version, 4);
+    assert_eq!(
+        progress_row(dir.path(), 1).0,
+        3,
+        "version 4 is in the journal only"
+    );
+
+    // A stale writer is refused with the newest version, the journal's.
+    let mut stale = run.clone();
+    stale.version = 2;
+    let refused = store
+        .commit(change(&mut stale, vec![event("run-1", 4, "stale")], None))
+        .await;
+    assert_eq!(conflict(refused), ("run-1".into(), Some(2), Some(4)));
+    drop(store);
+
+    let store = open_small(dir.path(), 1_000);
+    let tracker_json = serde_json::to_string(&tracker).unwrap();
+    assert_eq!(progress_row(dir.path(), 1), (4, Some(tracker_json)));
+    let store = check(store, run.clone(), tracker).await;
+    store
+        .commit(change(&mut run, vec![event("run-1", 4, "step")], None))
+        .await
+        .unwrap();
+    assert_eq!(store.get_run("run-1").await.unwrap(), Some(run));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stall_tracker_moves_with_its_segment() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open_small(dir.path(), 1);
+    let mut run = new_run("run-1", "task", "proj", "agent", at(0));
+    store.commit(create(&run, vec![])).await.unwrap();
+    let mut tracker = StallTracker::new(5);
+    for seq in 1..=6 {
+        tracker.record_step("Bash", true, &format!("output {}", seq % 2));
+        let stall = (seq % 3 == 1).then(|| tracker.clone());
+        store
+            .commit(change(&mut run, vec![event("run-1", seq, "step")], stall))
+            .await
+            .unwrap();
+    }
+    // Segments of one row: the earlier rows have moved, progress and tracker with them.
+    let (version, stall_json) = progress_row(dir.path(), 1);
+    assert!(version >= 5, "run_progress at version {version}");
+    let stored: StallTracker = serde_json::from_str(&stall_json.unwrap()).unwrap();
+    let mut at_four = StallTracker::new(5);
+    for seq in 1..=4 {
+        at_four.record_step("Bash", true, &format!("output {}", seq % 2));
+    }
+    assert_eq!(
+        stored, at_four,
+        "the tracker of seq 4, the last one committed"
+    );
+    let live = store.live_run("run-1").await.unwrap().unwrap();
+    assert_eq!(live.run, run);
+    assert_eq!(live.stall, Some(at_four));
 }

@@ -15,8 +15,6 @@ pub(super) struct EncodedCommit {
     pub run_id: String,
     /// As [`Commit::expected_version`].
     pub expected_version: Option<i64>,
-    /// The run's version after the change.
-    pub version: i64,
     /// `Status::as_str()`.
     pub status: &'static str,
     /// Whether the status is terminal: the writer then forgets the run's `run_no`.
@@ -35,16 +33,27 @@ pub(super) struct EncodedCommit {
     /// A hash of `run_json`, for the writer to tell whether the stored text is still the
     /// same without comparing it.
     pub run_hash: u64,
+    /// What every tool call changes. Boxed: it rides on the commit's last event into the
+    /// journal (schema version 3), and the writer keeps journal rows in memory.
+    pub progress: Box<Progress>,
+    /// The events, in the order given (the writer checks they continue the log).
+    pub events: Vec<EncodedEvent>,
+}
+
+/// A run's progress columns: `run_progress`, or the journal row of the commit's last
+/// event.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(super) struct Progress {
+    /// `Run::version`.
+    pub version: i64,
     /// `Run::step_count`.
     pub step_count: i32,
     /// `Run::cost_usd`.
     pub cost_usd: f64,
     /// `Run::updated_at`, RFC 3339 as serde writes it.
     pub updated_at: String,
-    /// The stall tracker; `None` keeps the stored one.
+    /// The stall tracker; `None` keeps the one before.
     pub stall_json: Option<String>,
-    /// The events, in the order given (the writer checks they continue the log).
-    pub events: Vec<EncodedEvent>,
 }
 
 /// One event's columns.
@@ -57,6 +66,8 @@ pub(super) struct EncodedEvent {
     pub at: i64,
     /// JSON object of strings.
     pub attributes: String,
+    /// The run's progress after the commit, on the commit's last event only.
+    pub progress: Option<Box<Progress>>,
 }
 
 /// Validates and encodes a commit. The errors are those the writer used to report for
@@ -102,12 +113,12 @@ pub(super) fn encode(commit: Commit) -> Result<EncodedCommit, StoreError> {
             kind: event.kind.clone(),
             at: event.at.timestamp_micros(),
             attributes,
+            progress: None,
         });
     }
     Ok(EncodedCommit {
         status: run.status.as_str(),
         status_is_terminal: run.status.is_terminal(),
-        version,
         created_at: run.created_at.timestamp_micros(),
         run_id: run.id,
         expected_version,
@@ -116,10 +127,13 @@ pub(super) fn encode(commit: Commit) -> Result<EncodedCommit, StoreError> {
         project_id: run.project_id,
         run_json,
         run_hash,
-        step_count,
-        cost_usd,
-        updated_at,
-        stall_json,
+        progress: Box::new(Progress {
+            version,
+            step_count,
+            cost_usd,
+            updated_at,
+            stall_json,
+        }),
         events: encoded,
     })
 }

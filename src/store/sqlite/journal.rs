@@ -79,6 +79,16 @@ impl Journal {
             .find_map(|segment| segment.runs.get(&run_no)?.last().map(|row| row.seq))
     }
 
+    /// A run's rows still in the journal, newest first.
+    pub(super) fn rows_newest_first(&self, run_no: i64) -> impl Iterator<Item = &EncodedEvent> {
+        let newest_first = [Some(&self.hot), self.sealed.as_ref()];
+        newest_first
+            .into_iter()
+            .flatten()
+            .filter_map(move |segment| segment.runs.get(&run_no))
+            .flat_map(|rows| rows.iter().rev())
+    }
+
     /// Records rows a committed group appended, with the smallest and largest rowid it
     /// wrote.
     pub(super) fn appended(
@@ -175,6 +185,7 @@ mod tests {
             kind: "k".into(),
             at: 0,
             attributes: "{}".into(),
+            progress: None,
         })
         .collect()
     }

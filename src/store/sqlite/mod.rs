@@ -10,6 +10,7 @@ mod checkpoint;
 mod encode;
 mod journal;
 mod read;
+mod rows;
 mod schema;
 mod writer;
 
@@ -147,6 +148,8 @@ impl SqliteStore {
         schema::drain_journal(&mut conn)?;
         // Opened here rather than in its thread so a bad file fails `open`, not a log line.
         let checkpoint_conn = schema::open_connection(&options.path)?;
+        let database = File::open(&options.path)
+            .map_err(|e| StoreError::Database(format!("open {}: {e}", options.path.display())))?;
 
         let (jobs, queue) = mpsc::channel();
         let checkpoint_jobs = jobs.clone();
@@ -172,6 +175,7 @@ impl SqliteStore {
         let checkpointer = spawn("runplane-store-checkpoint", move || {
             checkpoint::run(
                 checkpoint_conn,
+                database,
                 interval,
                 wal_size_limit,
                 stopped,

@@ -1,7 +1,7 @@
 //! Reads, on their own connections: in WAL mode readers see the last committed state and
 //! neither wait for the writer nor hold it up.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::{Mutex, PoisonError};
 
@@ -64,13 +64,17 @@ impl ReadPool {
 }
 
 pub(super) fn get_run(conn: &mut Connection, run_id: &str) -> Result<Option<Run>, StoreError> {
-    let row: Option<RunRow> = conn
+    let tx = conn.transaction().map_err(db_err("begin read"))?;
+    let row: Option<RunRow> = tx
         .prepare_cached(&format!(
             "SELECT {RUN_COLUMNS} FROM {RUN_TABLES} WHERE id = ?1"
         ))
         .and_then(|mut stmt| stmt.query_row([run_id], RunRow::read).optional())
         .map_err(db_err(&format!("run {run_id}: read")))?;
-    row.map(RunRow::decode).transpose()
+    let Some(row) = row else { return Ok(None) };
+    let pending = journal_progress(&tx, Some(row.run_no))
+        .map_err(db_err(&format!("run {run_id}: read journal progress")))?;
+    row.decode(&pending).map(Some)
 }
 
 /// Newest first by `(created_at, id)`; one row more than the page is fetched to learn
@@ -122,15 +126,25 @@ pub(super) fn list_runs(conn: &mut Connection, query: &RunQuery) -> Result<RunPa
     sql.push_str(" ORDER BY created_at DESC, id DESC LIMIT :limit");
     args.push((":limit", &fetch));
 
-    let mut stmt = conn
-        .prepare_cached(&sql)
-        .map_err(db_err("prepare list runs"))?;
-    let rows = stmt
-        .query_map(&*args, RunRow::read)
-        .map_err(db_err("list runs"))?;
-    let mut runs = Vec::with_capacity(limit.min(1024));
+    let tx = conn.transaction().map_err(db_err("begin read"))?;
+    let rows: Vec<RunRow> = {
+        let mut stmt = tx
+            .prepare_cached(&sql)
+            .map_err(db_err("prepare list runs"))?;
+        let rows = stmt
+            .query_map(&*args, RunRow::read)
+            .map_err(db_err("list runs"))?;
+        rows.collect::<Result<_, _>>()
+            .map_err(db_err("list runs"))?
+    };
+    let pending = if rows.is_empty() {
+        Pending::default()
+    } else {
+        journal_progress(&tx, None).map_err(db_err("read journal progress"))?
+    };
+    let mut runs = Vec::with_capacity(rows.len());
     for row in rows {
-        runs.push(row.map_err(db_err("list runs"))?.decode()?);
+        runs.push(row.decode(&pending)?);
     }
     let next = if runs.len() > limit {
         runs.truncate(limit);
@@ -202,23 +216,34 @@ pub(super) fn live_runs(
     only: Option<&str>,
 ) -> Result<Vec<StoredRun>, StoreError> {
     let tx = conn.transaction().map_err(db_err("begin read"))?;
-    let live: Vec<(RunRow, i64, Option<String>)> = {
+    let live: Vec<(RunRow, Option<String>)> = {
         let mut stmt = tx
             .prepare_cached(&format!(
-                "SELECT {RUN_COLUMNS}, run_no, stall_json FROM {RUN_TABLES}
+                "SELECT {RUN_COLUMNS}, stall_json FROM {RUN_TABLES}
                  WHERE {LIVE_CLAUSE} AND (?1 IS NULL OR id = ?1)
                  ORDER BY run_no"
             ))
             .map_err(db_err("prepare live runs"))?;
         let rows = stmt
-            .query_map([only], |r| Ok((RunRow::read(r)?, r.get(6)?, r.get(7)?)))
+            .query_map([only], |r| Ok((RunRow::read(r)?, r.get(7)?)))
             .map_err(db_err("list live runs"))?;
         rows.collect::<Result<_, _>>()
             .map_err(db_err("list live runs"))?
     };
+    let only_run_no = match (only, live.first()) {
+        (Some(_), Some((row, _))) => Some(row.run_no),
+        _ => None,
+    };
+    let pending = if live.is_empty() {
+        Pending::default()
+    } else {
+        journal_progress(&tx, only_run_no).map_err(db_err("read journal progress"))?
+    };
     let mut stored = Vec::with_capacity(live.len());
-    for (row, run_no, stall_json) in live {
-        let run = row.decode()?;
+    for (row, stall_json) in live {
+        let run_no = row.run_no;
+        let stall_json = pending.stall(run_no, row.progress.version).or(stall_json);
+        let run = row.decode(&pending)?;
         let id = &run.id;
         let stall = stall_json
             .map(|json| {
@@ -236,43 +261,113 @@ pub(super) fn live_runs(
     Ok(stored)
 }
 
-/// What a run is read from: its row and its progress (`schema.rs`, version 2).
+/// What a run is read from: its row and its progress (`schema.rs`, version 2), which the
+/// journal's newer progress overrides (version 3).
 const RUN_TABLES: &str = "runs JOIN run_progress USING (run_no)";
 /// The columns `RunRow::read` takes, in its order.
-const RUN_COLUMNS: &str = "id, run_json, version, step_count, cost_usd, updated_at";
+const RUN_COLUMNS: &str = "id, run_no, run_json, version, step_count, cost_usd, updated_at";
 
-/// A run as stored, before its values are checked.
-struct RunRow {
-    id: String,
-    run_json: String,
+/// A run's progress columns as read.
+#[derive(Clone)]
+struct ProgressRow {
     version: i64,
     step_count: i32,
     cost_usd: f64,
     updated_at: String,
 }
 
+/// The newest progress and stall tracker the journal holds for each run, by `run_no`:
+/// they count only where their version is newer than `run_progress`'s.
+#[derive(Default)]
+struct Pending {
+    progress: HashMap<i64, ProgressRow>,
+    stalls: HashMap<i64, (i64, String)>,
+}
+
+impl Pending {
+    /// The journal's stall tracker of a run, if it is newer than the stored one.
+    fn stall(&self, run_no: i64, stored_version: i64) -> Option<String> {
+        self.stalls
+            .get(&run_no)
+            .filter(|(version, _)| *version > stored_version)
+            .map(|(_, json)| json.clone())
+    }
+}
+
+/// Reads the journal's newest progress of one run, or of every run. The journal has no
+/// index, so this is a scan of it (at most two segments of rows).
+fn journal_progress(conn: &Connection, only: Option<i64>) -> rusqlite::Result<Pending> {
+    let mut pending = Pending::default();
+    let mut stmt = conn.prepare_cached(
+        "SELECT run_no, max(version), step_count, cost_usd, updated_at FROM event_journal
+         WHERE version IS NOT NULL AND (?1 IS NULL OR run_no = ?1) GROUP BY run_no",
+    )?;
+    let rows = stmt.query_map([only], |r| {
+        Ok((
+            r.get::<_, i64>(0)?,
+            ProgressRow {
+                version: r.get(1)?,
+                step_count: r.get(2)?,
+                cost_usd: r.get(3)?,
+                updated_at: r.get(4)?,
+            },
+        ))
+    })?;
+    for row in rows {
+        let (run_no, progress) = row?;
+        pending.progress.insert(run_no, progress);
+    }
+    let mut stmt = conn.prepare_cached(
+        "SELECT run_no, max(version), stall_json FROM event_journal
+         WHERE stall_json IS NOT NULL AND (?1 IS NULL OR run_no = ?1) GROUP BY run_no",
+    )?;
+    let rows = stmt.query_map([only], |r| {
+        Ok((r.get::<_, i64>(0)?, (r.get(1)?, r.get(2)?)))
+    })?;
+    for row in rows {
+        let (run_no, stall) = row?;
+        pending.stalls.insert(run_no, stall);
+    }
+    Ok(pending)
+}
+
+/// A run as stored, before its values are checked.
+struct RunRow {
+    id: String,
+    run_no: i64,
+    run_json: String,
+    progress: ProgressRow,
+}
+
 impl RunRow {
     fn read(row: &rusqlite::Row<'_>) -> rusqlite::Result<RunRow> {
         Ok(RunRow {
             id: row.get(0)?,
-            run_json: row.get(1)?,
-            version: row.get(2)?,
-            step_count: row.get(3)?,
-            cost_usd: row.get(4)?,
-            updated_at: row.get(5)?,
+            run_no: row.get(1)?,
+            run_json: row.get(2)?,
+            progress: ProgressRow {
+                version: row.get(3)?,
+                step_count: row.get(4)?,
+                cost_usd: row.get(5)?,
+                updated_at: row.get(6)?,
+            },
         })
     }
 
-    /// The run from `run_json`, with its progress from `run_progress` (the copies in
-    /// `run_json` are stale by design).
-    fn decode(self) -> Result<Run, StoreError> {
+    /// The run from `run_json`, with its progress from `run_progress` or, where newer, the
+    /// journal (the copies in `run_json` are stale by design).
+    fn decode(self, pending: &Pending) -> Result<Run, StoreError> {
         let corrupt = |what: String| StoreError::Corrupt(format!("run {}: {what}", self.id));
         let mut run: Run =
             serde_json::from_str(&self.run_json).map_err(|e| corrupt(e.to_string()))?;
-        run.version = self.version;
-        run.step_count = self.step_count;
-        run.cost_usd = self.cost_usd;
-        run.updated_at = serde_json::from_value(serde_json::Value::String(self.updated_at))
+        let progress = match pending.progress.get(&self.run_no) {
+            Some(newer) if newer.version > self.progress.version => newer.clone(),
+            _ => self.progress,
+        };
+        run.version = progress.version;
+        run.step_count = progress.step_count;
+        run.cost_usd = progress.cost_usd;
+        run.updated_at = serde_json::from_value(serde_json::Value::String(progress.updated_at))
             .map_err(|e| corrupt(format!("updated_at: {e}")))?;
         Ok(run)
     }

@@ -104,6 +104,17 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX runs_live ON runs (run_no)
         WHERE status NOT IN ('completed', 'failed', 'cancelled', 'timeout');
     ",
+    // 3: a run's progress rides on the journal row of each commit's last event (NULL on
+    // the others) instead of updating `run_progress` in place, where every commit dirtied
+    // a page of its own; the journal's move applies it (rows.rs). `run_progress` plus the
+    // journal rows with a newer version is the run's progress.
+    "
+    ALTER TABLE event_journal ADD COLUMN version    INTEGER;
+    ALTER TABLE event_journal ADD COLUMN step_count INTEGER;
+    ALTER TABLE event_journal ADD COLUMN cost_usd   REAL;
+    ALTER TABLE event_journal ADD COLUMN updated_at TEXT;
+    ALTER TABLE event_journal ADD COLUMN stall_json TEXT;
+    ",
 ];
 
 /// The statuses `runs_live` excludes, as its `WHERE` clause spells them. A query uses the
@@ -237,8 +248,8 @@ pub(super) fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// Moves every row left in the journal into the indexed log, in one transaction, before
-/// the writer starts. A row may already be in `events` (a crash between a segment's move
+/// Moves every row left in the journal into the indexed log and applies the progress it
+/// carries, in one transaction, before the writer starts. A row may already be in `events` (a crash between a segment's move
 /// and its delete); its copy there is the same, so it is skipped.
 pub(super) fn drain_journal(conn: &mut Connection) -> Result<(), StoreError> {
     let tx = conn
@@ -251,6 +262,24 @@ pub(super) fn drain_journal(conn: &mut Connection) -> Result<(), StoreError> {
             [],
         )
         .map_err(db_err("move journal into the log"))?;
+    // The stall first: both statements compare with the version before the drain.
+    tx.execute(
+        "UPDATE run_progress SET stall_json = newest.stall_json
+         FROM (SELECT run_no, max(version) AS version, stall_json FROM event_journal
+               WHERE stall_json IS NOT NULL GROUP BY run_no) AS newest
+         WHERE newest.run_no = run_progress.run_no AND newest.version > run_progress.version",
+        [],
+    )
+    .map_err(db_err("apply the journal's stall trackers"))?;
+    tx.execute(
+        "UPDATE run_progress SET version = newest.version, step_count = newest.step_count,
+             cost_usd = newest.cost_usd, updated_at = newest.updated_at
+         FROM (SELECT run_no, max(version) AS version, step_count, cost_usd, updated_at
+               FROM event_journal WHERE version IS NOT NULL GROUP BY run_no) AS newest
+         WHERE newest.run_no = run_progress.run_no AND newest.version > run_progress.version",
+        [],
+    )
+    .map_err(db_err("apply the journal's progress"))?;
     tx.execute("DELETE FROM event_journal", [])
         .map_err(db_err("empty the journal"))?;
     tx.commit().map_err(db_err("commit journal drain"))?;

@@ -16,12 +16,13 @@
 use std::collections::HashMap;
 use std::sync::mpsc;
 
-use rusqlite::{params, Connection, OptionalExtension};
+use rusqlite::{Connection, OptionalExtension};
 use tokio::sync::oneshot;
 
 use super::checkpoint;
-use super::encode::{EncodedCommit, EncodedEvent};
-use super::journal::{Journal, Move};
+use super::encode::{EncodedCommit, EncodedEvent, Progress};
+use super::journal::Journal;
+use super::rows::{self, Failure};
 use crate::store::StoreError;
 
 /// Where a commit's outcome is sent.
@@ -136,15 +137,6 @@ struct Written {
     ended: Vec<String>,
 }
 
-/// Why a commit was not written.
-enum Failure {
-    /// Refused before it wrote anything: it fails alone.
-    Refused(StoreError),
-    /// SQLite failed after the commit had written part of itself: the group's transaction
-    /// cannot be trusted.
-    Broken(String),
-}
-
 impl Writer {
     /// Writes a group in one transaction and returns each commit's outcome. Nothing is
     /// reported as written before COMMIT has returned.
@@ -184,7 +176,7 @@ impl Writer {
             outcomes.push(outcome);
         }
         let planned = self.journal.plan(written.rows);
-        if let Err(e) = move_journal(&self.conn, &planned) {
+        if let Err(e) = rows::move_journal(&self.conn, &planned) {
             // Only SQLite itself failing gets here (the copies are idempotent); the rows
             // stay in the journal and are planned again.
             rollback(&self.conn);
@@ -213,22 +205,55 @@ impl Writer {
     }
 
     /// Checks a commit, then writes the run row and appends its events. On success the
-    /// events move into `written`.
+    /// events move into `written`, the last one carrying the run's progress.
     fn write_commit(
         &mut self,
         commit: &mut EncodedCommit,
         written: &mut Written,
     ) -> Result<(), Failure> {
+        let broken = |doing: &str, e: rusqlite::Error| {
+            Failure::Broken(format!("run {}: {doing}: {e}", commit.run_id))
+        };
         let run_no = match commit.expected_version {
             None => {
                 check_events(commit, 0).map_err(Failure::Refused)?;
-                insert_run(&self.conn, commit)?
+                let Some(run_no) = rows::insert_run(&self.conn, commit)? else {
+                    let found = self
+                        .stored(&commit.run_id, written)
+                        .map_err(Failure::Refused)?;
+                    return Err(Failure::Refused(StoreError::Conflict {
+                        run_id: commit.run_id.clone(),
+                        expected: None,
+                        found: found.map(|stored| stored.version),
+                    }));
+                };
+                run_no
             }
             Some(expected) => {
                 let stored = self
                     .check_update(commit, expected, written)
                     .map_err(Failure::Refused)?;
-                update_run(&self.conn, commit, stored, expected)?;
+                if stored.run_hash != Some(commit.run_hash) {
+                    rows::update_run_json(
+                        &self.conn,
+                        stored.run_no,
+                        commit,
+                        stored.status == Some(commit.status),
+                    )
+                    .map_err(|e| broken("update", e))?;
+                }
+                if commit.events.is_empty() {
+                    // No journal row to ride on: the progress goes straight into
+                    // `run_progress`, after what the journal still holds of the run, so
+                    // a stall tracker that is only there is not lost.
+                    let (pending, stall) = self.pending_progress(stored.run_no, written);
+                    if let Some(pending) = pending {
+                        rows::apply_progress(&self.conn, stored.run_no, pending, stall)
+                            .map_err(|e| broken("apply journal progress", e))?;
+                    }
+                    rows::write_progress(&self.conn, stored.run_no, &commit.progress)
+                        .map_err(|e| broken("update progress", e))?;
+                }
                 stored.run_no
             }
         };
@@ -236,7 +261,7 @@ impl Writer {
             commit.run_id.clone(),
             Stored {
                 run_no,
-                version: commit.version,
+                version: commit.progress.version,
                 run_hash: Some(commit.run_hash),
                 status: Some(commit.status),
             },
@@ -244,11 +269,17 @@ impl Writer {
         if commit.status_is_terminal {
             written.ended.push(commit.run_id.clone());
         }
+        if commit.expected_version.is_none() || commit.events.is_empty() {
+            // A new run's progress went into its `run_progress` row; an update without
+            // events wrote it there above.
+            commit.progress.stall_json = None;
+        }
         if commit.events.is_empty() {
             return Ok(());
         }
-        let (first_id, last_id) = append_events(&self.conn, run_no, &commit.events)
-            .map_err(|e| Failure::Broken(format!("run {}: append events: {e}", commit.run_id)))?;
+        let (first_id, last_id) =
+            rows::append_events(&self.conn, run_no, &commit.events, &commit.progress)
+                .map_err(|e| broken("append events", e))?;
         if written.first_id == 0 {
             written.first_id = first_id;
         }
@@ -257,10 +288,56 @@ impl Writer {
             written.last_seq.insert(run_no, last.seq);
         }
         written.rows += commit.events.len();
-        written
-            .events
-            .push((run_no, std::mem::take(&mut commit.events)));
+        let mut events = std::mem::take(&mut commit.events);
+        if let Some(last) = events.last_mut() {
+            last.progress = Some(std::mem::replace(
+                &mut commit.progress,
+                Box::new(Progress::default()),
+            ));
+        }
+        written.events.push((run_no, events));
         Ok(())
+    }
+
+    /// The newest progress of a run not yet applied to `run_progress`: this group's rows,
+    /// then the journal's; and the newest stall tracker among them with its version.
+    fn pending_progress<'a>(
+        &'a self,
+        run_no: i64,
+        written: &'a Written,
+    ) -> (Option<&'a Progress>, Option<(i64, &'a str)>) {
+        let in_group = written
+            .events
+            .iter()
+            .rev()
+            .filter(|(run, _)| *run == run_no)
+            .flat_map(|(_, rows)| rows.iter().rev());
+        rows::newest_progress(in_group.chain(self.journal.rows_newest_first(run_no)))
+    }
+
+    /// A run as stored: its row key, and its version with the progress of the journal and
+    /// of this group counted.
+    fn stored(&self, run_id: &str, written: &Written) -> Result<Option<Stored>, StoreError> {
+        let row = self
+            .conn
+            .prepare_cached(
+                "SELECT run_no, version FROM runs JOIN run_progress USING (run_no)
+                 WHERE id = ?1",
+            )
+            .and_then(|mut stmt| {
+                stmt.query_row([run_id], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)))
+                    .optional()
+            })
+            .map_err(|e| rows::run_error(run_id, "read", e))?;
+        Ok(row.map(|(run_no, version)| {
+            let pending = self.pending_progress(run_no, written).0;
+            Stored {
+                run_no,
+                version: pending.map_or(version, |p| p.version.max(version)),
+                run_hash: None,
+                status: None,
+            }
+        }))
     }
 
     /// Everything that can refuse an update, checked before it writes: the version it
@@ -279,24 +356,7 @@ impl Writer {
         let remembered = written.runs.get(run_id).or_else(|| self.runs.get(run_id));
         let stored = match remembered.filter(|stored| stored.version == expected) {
             Some(stored) => Some(*stored),
-            None => self
-                .conn
-                .prepare_cached(
-                    "SELECT run_no, version FROM runs JOIN run_progress USING (run_no)
-                     WHERE id = ?1",
-                )
-                .and_then(|mut stmt| {
-                    stmt.query_row([run_id], |r| {
-                        Ok(Stored {
-                            run_no: r.get(0)?,
-                            version: r.get(1)?,
-                            run_hash: None,
-                            status: None,
-                        })
-                    })
-                    .optional()
-                })
-                .map_err(|e| run_error(run_id, "read", e))?,
+            None => self.stored(run_id, written)?,
         };
         let Some(stored) = stored.filter(|stored| stored.version == expected) else {
             return Err(StoreError::Conflict {
@@ -305,15 +365,15 @@ impl Writer {
                 found: stored.map(|stored| stored.version),
             });
         };
-        if commit.version <= expected {
+        if commit.progress.version <= expected {
             return Err(StoreError::Database(format!(
                 "run {run_id}: a change must raise the version past {expected}, got {}",
-                commit.version
+                commit.progress.version
             )));
         }
         let last = self
             .last_seq(stored.run_no, written)
-            .map_err(|e| run_error(run_id, "read last seq", e))?;
+            .map_err(|e| rows::run_error(run_id, "read last seq", e))?;
         check_events(commit, last)?;
         Ok(stored)
     }
@@ -351,63 +411,6 @@ fn check_events(commit: &EncodedCommit, last: u64) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// Appends checked events to the journal; returns the first and last rowid written.
-fn append_events(
-    conn: &Connection,
-    run_no: i64,
-    events: &[EncodedEvent],
-) -> rusqlite::Result<(i64, i64)> {
-    let mut first = 0;
-    let mut insert = conn.prepare_cached(
-        "INSERT INTO event_journal (run_no, seq, kind, at, attributes)
-         VALUES (?1, ?2, ?3, ?4, ?5)",
-    )?;
-    for event in events {
-        insert.execute(params![
-            run_no,
-            event.seq,
-            event.kind,
-            event.at,
-            event.attributes
-        ])?;
-        if first == 0 {
-            first = conn.last_insert_rowid();
-        }
-    }
-    Ok((first, conn.last_insert_rowid()))
-}
-
-/// A database error while writing a run, with what was being done. Built only on failure:
-/// formatting the context of every statement up front was 3 % of the writer's time.
-fn run_error(run_id: &str, doing: &str, e: rusqlite::Error) -> StoreError {
-    StoreError::Database(format!("run {run_id}: {doing}: {e}"))
-}
-
-/// Copies a slice of the journal into the indexed log, or drops a moved segment. A row
-/// already in the log (it cannot be, short of a bug) is left as it is rather than failing
-/// every later group.
-fn move_journal(conn: &Connection, planned: &Move) -> rusqlite::Result<()> {
-    match planned {
-        Move::Nothing => {}
-        Move::Rows(runs) => {
-            let mut insert = conn.prepare_cached(
-                "INSERT OR IGNORE INTO events (run_no, seq, kind, at, attributes)
-                 VALUES (?1, ?2, ?3, ?4, ?5)",
-            )?;
-            for (run_no, rows) in runs {
-                for row in rows {
-                    insert.execute(params![run_no, row.seq, row.kind, row.at, row.attributes])?;
-                }
-            }
-        }
-        Move::Truncate(last_id) => {
-            conn.prepare_cached("DELETE FROM event_journal WHERE id <= ?1")?
-                .execute([last_id])?;
-        }
-    }
-    Ok(())
-}
-
 /// Undoes an open transaction after a failure; if there is none, there is nothing to do.
 fn rollback(conn: &Connection) {
     if !conn.is_autocommit() {
@@ -420,118 +423,4 @@ fn rollback(conn: &Connection) {
 /// Runs a statement without parameters through the statement cache.
 fn exec(conn: &Connection, sql: &str) -> rusqlite::Result<usize> {
     conn.prepare_cached(sql)?.execute([])
-}
-
-/// Inserts the run and its progress. A run that exists already is refused before anything
-/// is written; a failure after the first insert breaks the group.
-fn insert_run(conn: &Connection, run: &EncodedCommit) -> Result<i64, Failure> {
-    let inserted = conn
-        .prepare_cached(
-            "INSERT INTO runs (id, task_id, agent_id, project_id, status, created_at, run_json)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
-             ON CONFLICT (id) DO NOTHING
-             RETURNING run_no",
-        )
-        .and_then(|mut stmt| {
-            stmt.query_row(
-                params![
-                    run.run_id,
-                    run.task_id,
-                    run.agent_id,
-                    run.project_id,
-                    run.status,
-                    run.created_at,
-                    run.run_json,
-                ],
-                |r| r.get(0),
-            )
-            .optional()
-        })
-        .map_err(|e| Failure::Refused(run_error(&run.run_id, "insert", e)))?;
-    let Some(run_no) = inserted else {
-        return Err(Failure::Refused(StoreError::Conflict {
-            run_id: run.run_id.clone(),
-            expected: None,
-            found: stored_version(conn, &run.run_id).map_err(Failure::Refused)?,
-        }));
-    };
-    conn.prepare_cached(
-        "INSERT INTO run_progress (run_no, version, step_count, cost_usd, updated_at, stall_json)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-    )
-    .and_then(|mut stmt| {
-        stmt.execute(params![
-            run_no,
-            run.version,
-            run.step_count,
-            run.cost_usd,
-            run.updated_at,
-            run.stall_json,
-        ])
-    })
-    .map_err(|e| Failure::Broken(format!("run {}: insert progress: {e}", run.run_id)))?;
-    Ok(run_no)
-}
-
-/// Writes the progress row, guarded by the version, and `run_json` only when it changed.
-/// Task, agent, project and creation time never change after a run is created, so only
-/// the insert writes their columns (and their indexes).
-fn update_run(
-    conn: &Connection,
-    run: &EncodedCommit,
-    stored: Stored,
-    expected: i64,
-) -> Result<(), Failure> {
-    let updated = conn
-        .prepare_cached(
-            "UPDATE run_progress SET version = ?3, step_count = ?4, cost_usd = ?5,
-                 updated_at = ?6, stall_json = coalesce(?7, stall_json)
-             WHERE run_no = ?1 AND version = ?2",
-        )
-        .and_then(|mut stmt| {
-            stmt.execute(params![
-                stored.run_no,
-                expected,
-                run.version,
-                run.step_count,
-                run.cost_usd,
-                run.updated_at,
-                run.stall_json,
-            ])
-        })
-        .map_err(|e| Failure::Refused(run_error(&run.run_id, "update progress", e)))?;
-    if updated != 1 {
-        return Err(Failure::Refused(StoreError::Conflict {
-            run_id: run.run_id.clone(),
-            expected: Some(expected),
-            found: stored_version(conn, &run.run_id).map_err(Failure::Refused)?,
-        }));
-    }
-    if stored.run_hash == Some(run.run_hash) {
-        return Ok(());
-    }
-    // Naming `status` in SET makes SQLite rewrite the status and live-run index entries
-    // even when the value is the same, so it is named only when it may have changed.
-    let sql = if stored.status == Some(run.status) {
-        "UPDATE runs SET run_json = ?2 WHERE run_no = ?1"
-    } else {
-        "UPDATE runs SET run_json = ?2, status = ?3 WHERE run_no = ?1"
-    };
-    conn.prepare_cached(sql)
-        .and_then(|mut stmt| {
-            if stored.status == Some(run.status) {
-                stmt.execute(params![stored.run_no, run.run_json])
-            } else {
-                stmt.execute(params![stored.run_no, run.run_json, run.status])
-            }
-        })
-        .map_err(|e| Failure::Broken(format!("run {}: update: {e}", run.run_id)))?;
-    Ok(())
-}
-
-/// The stored version of a run, for a conflict report.
-fn stored_version(conn: &Connection, run_id: &str) -> Result<Option<i64>, StoreError> {
-    conn.prepare_cached("SELECT version FROM runs JOIN run_progress USING (run_no) WHERE id = ?1")
-        .and_then(|mut stmt| stmt.query_row([run_id], |r| r.get(0)).optional())
-        .map_err(|e| run_error(run_id, "read version", e))
 }
