@@ -18,8 +18,8 @@
 //! groups ([`finish`]): with no other writer, its passive pass copies the few frames
 //! written since this thread's last pass, and the writer's next transaction starts the WAL
 //! over. No lock changes hands, nobody sleeps. What is left of the pause is the writer's
-//! pass itself, 1-4 ms, because this thread also syncs the database file after each of its
-//! passes (see `run`).
+//! pass itself, 1-4 ms, because this thread syncs the database file just before (see
+//! `run`).
 
 use std::fs::File;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
@@ -47,19 +47,8 @@ pub(super) fn run(
             return;
         }
     };
-    let pass = || {
-        let pass = checkpoint(&conn)?;
-        // SQLite syncs the database file only after a pass that copied the whole WAL,
-        // which under load is only ever the writer's: it then flushed seconds of copied
-        // pages (24-41 ms) while every commit waited. Syncing after each pass here keeps
-        // that flush small and off the writer.
-        if let Err(e) = database.sync_data() {
-            tracing::warn!(error = %e, "checkpointer: sync the database file");
-        }
-        Some(pass)
-    };
     while let Err(RecvTimeoutError::Timeout) = stop.recv_timeout(interval) {
-        let Some(mut last) = pass() else {
+        let Some(mut last) = checkpoint(&conn) else {
             continue;
         };
         if last.frames.saturating_mul(page_size) <= wal_size_limit {
@@ -67,14 +56,27 @@ pub(super) fn run(
         }
         // Each catch-up pass copies what was written during the one before, a shrinking
         // remainder, so the writer is left with little to copy while commits wait.
-        for _ in 0..MAX_CATCH_UP_PASSES {
-            let Some(next) = pass() else { break };
-            let newly_copied = next.copied - last.copied;
-            last = next;
-            if newly_copied <= WRITER_REMAINDER {
-                break;
+        let catch_up = |mut last: Pass| {
+            for _ in 0..MAX_CATCH_UP_PASSES {
+                let Some(next) = checkpoint(&conn) else { break };
+                let newly_copied = next.copied - last.copied;
+                last = next;
+                if newly_copied <= WRITER_REMAINDER {
+                    break;
+                }
             }
+            last
+        };
+        last = catch_up(last);
+        // SQLite syncs the database file only after a pass that copied the whole WAL,
+        // which under load is only ever the writer's: that pass then flushed seconds of
+        // copied pages (24-41 ms measured) while every commit waited. Flushing them here
+        // first leaves the writer only what the last catch-up copies. (Syncing after
+        // every pass instead made p99 worse: 16-91 ms against 10-19 ms, BENCHMARKS.md.)
+        if let Err(e) = database.sync_data() {
+            tracing::warn!(error = %e, "checkpointer: sync the database file");
         }
+        catch_up(last);
         let (done, finished) = mpsc::sync_channel(1);
         if writer.send(Job::FinishCheckpoint(done)).is_err() {
             return;
