@@ -23,6 +23,7 @@
 
 use std::fs::File;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::Arc;
 use std::time::Duration;
 
 use rusqlite::Connection;
@@ -33,7 +34,7 @@ use super::writer::Job;
 /// last bit of a long WAL to the writer through `writer`.
 pub(super) fn run(
     conn: Connection,
-    database: File,
+    database: Arc<File>,
     interval: Duration,
     wal_size_limit: u64,
     stop: Receiver<()>,

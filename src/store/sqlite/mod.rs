@@ -125,6 +125,10 @@ struct Workers {
     checkpointer: Option<JoinHandle<()>>,
     /// Dropping it wakes the checkpointer and tells it to stop.
     stop_checkpointer: Option<mpsc::Sender<()>>,
+    /// The checkpointer's handle on the database file, for its fsyncs. Closing a file
+    /// descriptor drops every POSIX lock the process holds on that file, SQLite's included,
+    /// so this one is closed only after the writer's connection is gone.
+    database: Option<Arc<File>>,
 }
 
 /// The SQLite implementation of [`RunStore`]. Share it behind an `Arc`; dropping the last
@@ -148,7 +152,11 @@ impl SqliteStore {
         schema::drain_journal(&mut conn)?;
         // Opened here rather than in its thread so a bad file fails `open`, not a log line.
         let checkpoint_conn = schema::open_connection(&options.path)?;
-        let database = File::open(&options.path)
+        let database = File::options()
+            .read(true)
+            .write(true)
+            .open(&options.path)
+            .map(Arc::new)
             .map_err(|e| StoreError::Database(format!("open {}: {e}", options.path.display())))?;
 
         let (jobs, queue) = mpsc::channel();
@@ -165,6 +173,7 @@ impl SqliteStore {
             workers: Mutex::new(Workers {
                 lock: Some(lock),
                 writer: Some(writer),
+                database: Some(Arc::clone(&database)),
                 ..Workers::default()
             }),
         };
@@ -214,6 +223,7 @@ impl SqliteStore {
                 tracing::error!("a store thread panicked");
             }
         }
+        workers.database = None;
         // Only now, with everything written, may another store open the file.
         workers.lock = None;
     }
