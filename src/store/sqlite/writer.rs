@@ -269,11 +269,6 @@ impl Writer {
         if commit.status_is_terminal {
             written.ended.push(commit.run_id.clone());
         }
-        if commit.expected_version.is_none() || commit.events.is_empty() {
-            // A new run's progress went into its `run_progress` row; an update without
-            // events wrote it there above.
-            commit.progress.stall_json = None;
-        }
         if commit.events.is_empty() {
             return Ok(());
         }
