@@ -184,30 +184,6 @@ pub(super) fn insert_run(conn: &Connection, run: &EncodedCommit) -> Result<Optio
     Ok(Some(run_no))
 }
 
-/// Writes the progress of a commit without events straight into `run_progress` (it has no
-/// journal row to ride on). Its version was checked against the newest one, journal
-/// included, before this runs.
-pub(super) fn write_progress(
-    conn: &Connection,
-    run_no: i64,
-    progress: &Progress,
-) -> rusqlite::Result<()> {
-    conn.prepare_cached(
-        "UPDATE run_progress SET version = ?2, step_count = ?3, cost_usd = ?4,
-             updated_at = ?5, stall_json = coalesce(?6, stall_json)
-         WHERE run_no = ?1",
-    )?
-    .execute(params![
-        run_no,
-        progress.version,
-        progress.step_count,
-        progress.cost_usd,
-        progress.updated_at,
-        progress.stall_json,
-    ])?;
-    Ok(())
-}
-
 /// Rewrites `run_json`, and `status` only when it may have changed: naming `status` in SET
 /// makes SQLite rewrite the status and live-run index entries even when the value is the
 /// same. Task, agent, project and creation time never change after a run is created, so

@@ -244,14 +244,14 @@ impl Writer {
                 }
                 if commit.events.is_empty() {
                     // No journal row to ride on: the progress goes straight into
-                    // `run_progress`, after what the journal still holds of the run, so
-                    // a stall tracker that is only there is not lost.
-                    let (pending, stall) = self.pending_progress(stored.run_no, written);
-                    if let Some(pending) = pending {
-                        rows::apply_progress(&self.conn, stored.run_no, pending, stall)
-                            .map_err(|e| broken("apply journal progress", e))?;
-                    }
-                    rows::write_progress(&self.conn, stored.run_no, &commit.progress)
+                    // `run_progress`, with the newest stall tracker, the commit's or else
+                    // one that only the journal holds so far.
+                    let progress = &commit.progress;
+                    let stall = match &progress.stall_json {
+                        Some(own) => Some((progress.version, own.as_str())),
+                        None => self.pending_progress(stored.run_no, written).1,
+                    };
+                    rows::apply_progress(&self.conn, stored.run_no, progress, stall)
                         .map_err(|e| broken("update progress", e))?;
                 }
                 stored.run_no
