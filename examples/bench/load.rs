@@ -19,6 +19,8 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::Channel;
 use tonic::Streaming;
 
+use crate::cpu::{CpuSnapshot, CpuSplit};
+
 /// The workspace root every session attaches with; the mix's paths are inside it.
 const ROOT: &str = "/work/repo";
 
@@ -246,6 +248,8 @@ pub struct PhaseResult {
     pub decision_ns: Histogram<u64>,
     /// Result → ack, nanoseconds.
     pub result_ns: Histogram<u64>,
+    /// CPU spent by each thread group of this process during the phase.
+    pub cpu: CpuSplit,
 }
 
 impl PhaseResult {
@@ -262,6 +266,11 @@ impl PhaseResult {
     /// Results per second.
     pub fn results_per_sec(&self) -> f64 {
         self.results as f64 / self.elapsed.as_secs_f64()
+    }
+
+    /// Round trips completed in the phase.
+    pub fn round_trips(&self) -> u64 {
+        self.decisions + self.results
     }
 }
 
@@ -280,6 +289,7 @@ pub async fn run_phase(
     duration: Duration,
 ) -> anyhow::Result<(Vec<Session>, PhaseResult)> {
     let count = sessions.len();
+    let cpu_before = CpuSnapshot::take();
     let start = Instant::now();
     let deadline = start + duration;
     let mismatches = Arc::new(AtomicU64::new(0));
@@ -310,6 +320,7 @@ pub async fn run_phase(
         }
         sessions.push(session);
     }
+    let cpu = CpuSnapshot::take().since(&cpu_before);
     let result = PhaseResult {
         decisions: decision_ns.len(),
         results: result_ns.len(),
@@ -317,6 +328,7 @@ pub async fn run_phase(
         elapsed: duration,
         decision_ns,
         result_ns,
+        cpu,
     };
     Ok((sessions, result))
 }

@@ -16,6 +16,7 @@
 //! Every decision and result is committed before it is answered, as always; the store uses
 //! the server's defaults (`synchronous=normal`).
 
+mod cpu;
 mod echo;
 mod idle;
 mod load;

@@ -36,7 +36,29 @@ fn phase(p: &PhaseResult) -> Value {
         "decision_latency": quantiles(&p.decision_ns),
         "result_latency": quantiles(&p.result_ns),
         "mismatched_decisions": p.mismatches,
+        "cpu_us_per_round_trip": cpu_json(p),
     })
+}
+
+fn cpu_json(p: &PhaseResult) -> Value {
+    if !p.cpu.is_measured() {
+        return Value::Null;
+    }
+    let n = p.round_trips();
+    json!({
+        "server": p.cpu.micros_per("server", n),
+        "store": p.cpu.micros_per("store", n),
+        "client": p.cpu.micros_per("client", n),
+        "total": p.cpu.total_micros_per(n),
+    })
+}
+
+/// Echo's CPU per round trip over runplane's (both ping-pong, whole process): the ratio the
+/// throughput would show if both had the cores to themselves; `None` without schedstat.
+fn cpu_ratio(f: &Figures) -> Option<f64> {
+    let cost = |p: &PhaseResult| p.cpu.total_micros_per(p.round_trips());
+    (f.echo_max.cpu.is_measured() && f.runplane_max.cpu.is_measured())
+        .then(|| cost(&f.echo_max) / cost(&f.runplane_max))
 }
 
 /// One object; the headline keys first-level, the detail below.
@@ -48,6 +70,7 @@ pub fn json(settings: &Settings, f: &Figures) -> Value {
         "results_per_sec": f.runplane_max.results_per_sec(),
         "echo_round_trips_per_sec": f.echo_max.round_trips_per_sec(),
         "ratio": ratio,
+        "cpu_ratio": cpu_ratio(f),
         "p99_ms_at_max": ms(&f.runplane_max.decision_ns, 0.99),
         "half_rate": f.half_rate,
         "p99_ms_at_half": ms(&f.runplane_half.decision_ns, 0.99),
@@ -112,6 +135,7 @@ pub fn table(settings: &Settings, f: &Figures) -> String {
         "\nrunplane / echo round trips: **{:.0} %**",
         ratio * 100.0
     );
+    cpu_table(&mut out, f);
     let mismatches = f.runplane_max.mismatches + f.runplane_half.mismatches;
     if mismatches > 0 {
         let _ = writeln!(
@@ -134,6 +158,39 @@ pub fn table(settings: &Settings, f: &Figures) -> String {
     }
     let _ = writeln!(out, "\n{}", store_line(&f.store));
     out
+}
+
+/// CPU per round trip by thread group: steadier than the rates on a shared machine.
+fn cpu_table(out: &mut String, f: &Figures) {
+    let Some(cpu_ratio) = cpu_ratio(f) else {
+        return;
+    };
+    out.push_str(
+        "\nCPU per round trip, µs (thread run time from `/proc/self/task/*/schedstat`; \
+         `server` is the servers' runtime, `store` the SQLite writer and checkpointer):\n\n",
+    );
+    out.push_str("| load | server | store | client | total |\n|---|---|---|---|---|\n");
+    for (name, p) in [
+        ("echo, ping-pong", &f.echo_max),
+        ("runplane, ping-pong", &f.runplane_max),
+        ("echo, open loop", &f.echo_half),
+        ("runplane, open loop", &f.runplane_half),
+    ] {
+        let n = p.round_trips();
+        let _ = writeln!(
+            out,
+            "| {name} | {:.1} | {:.1} | {:.1} | {:.1} |",
+            p.cpu.micros_per("server", n),
+            p.cpu.micros_per("store", n),
+            p.cpu.micros_per("client", n),
+            p.cpu.total_micros_per(n),
+        );
+    }
+    let _ = writeln!(
+        out,
+        "\nEcho's CPU per round trip over runplane's (ping-pong): **{:.0} %**",
+        cpu_ratio * 100.0
+    );
 }
 
 /// The store figure in one line.
