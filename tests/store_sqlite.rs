@@ -519,3 +519,46 @@ async fn throughput_with_interleaved_runs() {
         );
     }
 }
+
+/// The writer rewrites the stored run only when a hash of its definition (every field but
+/// the progress) changes: a change to any one field alone must still be stored, also by a
+/// writer that reopened the file and knows no hash yet.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_change_to_any_single_field_is_stored() {
+    use runplane::domain::{DeliverMode, ExecMode};
+    type Edit = fn(&mut Run);
+    let edits: [(&str, Edit); 10] = [
+        ("team_id", |r| r.team_id = "team-b".into()),
+        ("policy_profile", |r| r.policy_profile = "other".into()),
+        ("exec_mode", |r| r.exec_mode = ExecMode::Sandbox),
+        ("deliver_mode", |r| {
+            r.deliver_mode = Some(DeliverMode::Patch)
+        }),
+        ("output", |r| r.output = "done".into()),
+        ("error", |r| r.error = "broken".into()),
+        ("started_at", |r| r.started_at = at(77)),
+        ("completed_at", |r| r.completed_at = Some(at(88))),
+        ("status", |r| r.status = Status::Running),
+        ("step_count and cost", |r| {
+            r.step_count += 1;
+            r.cost_usd += 0.5;
+        }),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let mut run = new_run("run-1", "task", "proj", "agent", at(0));
+    {
+        let store = open(dir.path());
+        store.commit(create(&run, vec![])).await.unwrap();
+        for (field, edit) in edits {
+            edit(&mut run);
+            store.commit(change(&mut run, vec![], None)).await.unwrap();
+            let stored = store.get_run("run-1").await.unwrap();
+            assert_eq!(stored.as_ref(), Some(&run), "after a change of {field}");
+        }
+        store.close();
+    }
+    let store = open(dir.path());
+    run.output = "after reopen".into();
+    store.commit(change(&mut run, vec![], None)).await.unwrap();
+    assert_eq!(store.get_run("run-1").await.unwrap(), Some(run));
+}

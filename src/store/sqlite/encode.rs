@@ -1,43 +1,58 @@
 //! A commit turned into column values before it is queued for the writer.
 //!
 //! The writer thread is the one serial stage every decision passes through, so everything
-//! that does not need the database — validating the run, JSON-encoding the run, the stall
-//! tracker and each event's attributes, and freeing the domain values afterwards — is done
-//! here, on the committing task's thread, where the runtime's cores share it. The profile
+//! that does not need the database — validating the run, hashing what `run_json` holds,
+//! JSON-encoding the stall tracker and each event's attributes — is done here, on the
+//! committing task's thread, where the runtime's cores share it. The run itself is
+//! JSON-encoded by the writer, and only when its hash says the stored text is stale
+//! (creation, a status change): most commits change only the progress. The profile
 //! behind this (docs/STORE.md, "Where the writer's time goes") had JSON encoding and the
 //! drop of the boxed commit at about a fifth of the writer's time.
 
+use std::hash::{Hash as _, Hasher as _};
+
+use xxhash_rust::xxh3::Xxh3;
+
+use crate::domain::Run;
 use crate::store::{Commit, StoreError};
 
 /// A run's columns and its events' columns, ready to bind.
 pub(super) struct EncodedCommit {
-    /// The run's id.
-    pub run_id: String,
+    /// The run with its progress blanked (`step_count`, `cost_usd`, `version` and
+    /// `updated_at`): what `run_json` holds. Kept as a value, not as text: most commits
+    /// change only the progress, and the writer turns it into JSON only when
+    /// `definition_hash` says the stored text is out of date.
+    pub run: Box<Run>,
     /// As [`Commit::expected_version`].
     pub expected_version: Option<i64>,
     /// `Status::as_str()`.
     pub status: &'static str,
     /// Whether the status is terminal: the writer then forgets the run's `run_no`.
     pub status_is_terminal: bool,
-    /// Written only when the run is created.
-    pub task_id: String,
-    /// Written only when the run is created.
-    pub agent_id: String,
-    /// Written only when the run is created.
-    pub project_id: String,
     /// Unix microseconds; written only when the run is created.
     pub created_at: i64,
-    /// The run without its progress: `step_count`, `cost_usd`, `version` and
-    /// `updated_at` are blanked, so the text only changes when something else does.
-    pub run_json: String,
-    /// A hash of `run_json`, for the writer to tell whether the stored text is still the
-    /// same without comparing it.
-    pub run_hash: u64,
+    /// A hash of every field `run_json` holds, for the writer to tell whether the stored
+    /// text is still the same without encoding or comparing it.
+    pub definition_hash: u64,
     /// What every tool call changes. Boxed: it rides on the commit's last event into the
     /// journal (schema version 3), and the writer keeps journal rows in memory.
     pub progress: Box<Progress>,
     /// The events, in the order given (the writer checks they continue the log).
     pub events: Vec<EncodedEvent>,
+}
+
+impl EncodedCommit {
+    /// The run's id.
+    pub fn run_id(&self) -> &str {
+        &self.run.id
+    }
+
+    /// `run_json`: the run without its progress, as the writer stores it when the run is
+    /// created or its definition changed.
+    pub fn run_json(&self) -> Result<String, StoreError> {
+        serde_json::to_string(&*self.run)
+            .map_err(|e| StoreError::Database(format!("run {}: encode: {e}", self.run.id)))
+    }
 }
 
 /// A run's progress columns: `run_progress`, or the journal row of the commit's last
@@ -89,9 +104,6 @@ pub(super) fn encode(commit: Commit) -> Result<EncodedCommit, StoreError> {
         .map_err(|e| StoreError::Database(format!("run {}: encode: {e}", run.id)))?;
     run.version = 0;
     run.updated_at = run.created_at;
-    let run_json = serde_json::to_string(&run)
-        .map_err(|e| StoreError::Database(format!("run {}: encode: {e}", run.id)))?;
-    let run_hash = xxhash_rust::xxh3::xxh3_64(run_json.as_bytes());
     let stall_json = stall
         .as_ref()
         .map(serde_json::to_string)
@@ -120,13 +132,9 @@ pub(super) fn encode(commit: Commit) -> Result<EncodedCommit, StoreError> {
         status: run.status.as_str(),
         status_is_terminal: run.status.is_terminal(),
         created_at: run.created_at.timestamp_micros(),
-        run_id: run.id,
+        definition_hash: definition_hash(&run),
+        run: Box::new(run),
         expected_version,
-        task_id: run.task_id,
-        agent_id: run.agent_id,
-        project_id: run.project_id,
-        run_json,
-        run_hash,
         progress: Box::new(Progress {
             version,
             step_count,
@@ -136,6 +144,37 @@ pub(super) fn encode(commit: Commit) -> Result<EncodedCommit, StoreError> {
         }),
         events: encoded,
     })
+}
+
+/// A hash of every field of the run that `run_json` holds. The fields are listed without
+/// `..`, so a field added to `Run` does not compile here until it is decided whether it
+/// belongs to the definition (hashed) or to the progress (not).
+fn definition_hash(run: &Run) -> u64 {
+    let Run {
+        id,
+        task_id,
+        agent_id,
+        project_id,
+        team_id,
+        policy_profile,
+        exec_mode,
+        deliver_mode,
+        status,
+        step_count: _,
+        cost_usd: _,
+        output,
+        error,
+        version: _,
+        started_at,
+        completed_at,
+        created_at,
+        updated_at: _,
+    } = run;
+    let mut hasher = Xxh3::new();
+    (id, task_id, agent_id, project_id, team_id, policy_profile).hash(&mut hasher);
+    (exec_mode, deliver_mode, status, output, error).hash(&mut hasher);
+    (started_at, completed_at, created_at).hash(&mut hasher);
+    hasher.finish()
 }
 
 /// A time as the `run_progress.updated_at` column holds it: the JSON string serde writes,

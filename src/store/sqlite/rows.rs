@@ -139,6 +139,7 @@ pub(super) fn apply_progress(
 /// Inserts the run and its progress; `None` if a run with its id exists (nothing is
 /// written then). A failure after the first insert breaks the group.
 pub(super) fn insert_run(conn: &Connection, run: &EncodedCommit) -> Result<Option<i64>, Failure> {
+    let run_json = run.run_json().map_err(Failure::Refused)?;
     let inserted = conn
         .prepare_cached(
             "INSERT INTO runs (id, task_id, agent_id, project_id, status, created_at, run_json)
@@ -149,19 +150,19 @@ pub(super) fn insert_run(conn: &Connection, run: &EncodedCommit) -> Result<Optio
         .and_then(|mut stmt| {
             stmt.query_row(
                 params![
-                    run.run_id,
-                    run.task_id,
-                    run.agent_id,
-                    run.project_id,
+                    run.run.id,
+                    run.run.task_id,
+                    run.run.agent_id,
+                    run.run.project_id,
                     run.status,
                     run.created_at,
-                    run.run_json,
+                    run_json,
                 ],
                 |r| r.get(0),
             )
             .optional()
         })
-        .map_err(|e| Failure::Refused(run_error(&run.run_id, "insert", e)))?;
+        .map_err(|e| Failure::Refused(run_error(run.run_id(), "insert", e)))?;
     let Some(run_no) = inserted else {
         return Ok(None);
     };
@@ -180,7 +181,7 @@ pub(super) fn insert_run(conn: &Connection, run: &EncodedCommit) -> Result<Optio
             progress.stall_json,
         ])
     })
-    .map_err(|e| Failure::Broken(format!("run {}: insert progress: {e}", run.run_id)))?;
+    .map_err(|e| Failure::Broken(format!("run {}: insert progress: {e}", run.run_id())))?;
     Ok(Some(run_no))
 }
 
@@ -191,15 +192,18 @@ pub(super) fn insert_run(conn: &Connection, run: &EncodedCommit) -> Result<Optio
 pub(super) fn update_run_json(
     conn: &Connection,
     run_no: i64,
-    run: &EncodedCommit,
-    status_unchanged: bool,
+    run_json: &str,
+    status: Option<&str>,
 ) -> rusqlite::Result<()> {
-    if status_unchanged {
-        conn.prepare_cached("UPDATE runs SET run_json = ?2 WHERE run_no = ?1")?
-            .execute(params![run_no, run.run_json])?;
-    } else {
-        conn.prepare_cached("UPDATE runs SET run_json = ?2, status = ?3 WHERE run_no = ?1")?
-            .execute(params![run_no, run.run_json, run.status])?;
+    match status {
+        None => {
+            conn.prepare_cached("UPDATE runs SET run_json = ?2 WHERE run_no = ?1")?
+                .execute(params![run_no, run_json])?;
+        }
+        Some(status) => {
+            conn.prepare_cached("UPDATE runs SET run_json = ?2, status = ?3 WHERE run_no = ?1")?
+                .execute(params![run_no, run_json, status])?;
+        }
     }
     Ok(())
 }

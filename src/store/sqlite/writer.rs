@@ -111,9 +111,10 @@ struct Writer {
 struct Stored {
     run_no: i64,
     version: i64,
-    /// `EncodedCommit::run_hash` of the stored `run_json`; `None` when not known (the row
-    /// was read, not written, by this writer), which makes the next commit rewrite it.
-    run_hash: Option<u64>,
+    /// `EncodedCommit::definition_hash` of the stored `run_json`; `None` when not known
+    /// (the row was read, not written, by this writer), which makes the next commit
+    /// rewrite it.
+    definition_hash: Option<u64>,
     /// The stored status, when known: a commit that keeps it leaves the status indexes
     /// alone.
     status: Option<&'static str>,
@@ -212,17 +213,17 @@ impl Writer {
         written: &mut Written,
     ) -> Result<(), Failure> {
         let broken = |doing: &str, e: rusqlite::Error| {
-            Failure::Broken(format!("run {}: {doing}: {e}", commit.run_id))
+            Failure::Broken(format!("run {}: {doing}: {e}", commit.run_id()))
         };
         let run_no = match commit.expected_version {
             None => {
                 check_events(commit, 0).map_err(Failure::Refused)?;
                 let Some(run_no) = rows::insert_run(&self.conn, commit)? else {
                     let found = self
-                        .stored(&commit.run_id, written)
+                        .stored(commit.run_id(), written)
                         .map_err(Failure::Refused)?;
                     return Err(Failure::Refused(StoreError::Conflict {
-                        run_id: commit.run_id.clone(),
+                        run_id: commit.run_id().to_string(),
                         expected: None,
                         found: found.map(|stored| stored.version),
                     }));
@@ -233,12 +234,14 @@ impl Writer {
                 let stored = self
                     .check_update(commit, expected, written)
                     .map_err(Failure::Refused)?;
-                if stored.run_hash != Some(commit.run_hash) {
+                if stored.definition_hash != Some(commit.definition_hash) {
+                    let run_json = commit.run_json().map_err(Failure::Refused)?;
+                    let status_changed = stored.status != Some(commit.status);
                     rows::update_run_json(
                         &self.conn,
                         stored.run_no,
-                        commit,
-                        stored.status == Some(commit.status),
+                        &run_json,
+                        status_changed.then_some(commit.status),
                     )
                     .map_err(|e| broken("update", e))?;
                 }
@@ -258,16 +261,16 @@ impl Writer {
             }
         };
         written.runs.insert(
-            commit.run_id.clone(),
+            commit.run_id().to_string(),
             Stored {
                 run_no,
                 version: commit.progress.version,
-                run_hash: Some(commit.run_hash),
+                definition_hash: Some(commit.definition_hash),
                 status: Some(commit.status),
             },
         );
         if commit.status_is_terminal {
-            written.ended.push(commit.run_id.clone());
+            written.ended.push(commit.run_id().to_string());
         }
         if commit.events.is_empty() {
             return Ok(());
@@ -329,7 +332,7 @@ impl Writer {
             Stored {
                 run_no,
                 version: pending.map_or(version, |p| p.version.max(version)),
-                run_hash: None,
+                definition_hash: None,
                 status: None,
             }
         }))
@@ -344,7 +347,7 @@ impl Writer {
         expected: i64,
         written: &Written,
     ) -> Result<Stored, StoreError> {
-        let run_id = &commit.run_id;
+        let run_id = commit.run_id();
         // What this writer remembers is trusted only when it agrees with the caller; on
         // a mismatch the row decides (another process may have written the file), so a
         // stale memory costs one read instead of refusing the run's commits forever.
@@ -355,7 +358,7 @@ impl Writer {
         };
         let Some(stored) = stored.filter(|stored| stored.version == expected) else {
             return Err(StoreError::Conflict {
-                run_id: run_id.clone(),
+                run_id: run_id.to_string(),
                 expected: Some(expected),
                 found: stored.map(|stored| stored.version),
             });
@@ -399,7 +402,8 @@ fn check_events(commit: &EncodedCommit, last: u64) -> Result<(), StoreError> {
         if event.seq != seq {
             return Err(StoreError::Database(format!(
                 "run {}: event seq {} does not continue the log (next is {seq})",
-                commit.run_id, event.seq
+                commit.run_id(),
+                event.seq
             )));
         }
     }
