@@ -46,6 +46,28 @@ fn evaluation(c: &mut Criterion) {
     group.bench_function("bash_compound_5_parts", |b| {
         b.iter(|| permissive.evaluate(black_box(&compound)))
     });
+
+    // The same line with a number in it, cycling through more lines than a thread's memo
+    // of split lines holds (1,024), so every evaluation parses: the cost of a line the
+    // server has not seen recently.
+    let fresh: Vec<String> = (0..4096)
+        .map(|i| {
+            format!(
+                "cd src && grep -rn TODO{i} . | sort > todo.txt; echo \"$(git rev-parse HEAD)\""
+            )
+        })
+        .collect();
+    let mut next = 0;
+    group.bench_function("bash_compound_5_parts_unseen", |b| {
+        b.iter(|| {
+            next = (next + 1) % fresh.len();
+            let call = ToolCall {
+                command: &fresh[next],
+                ..compound
+            };
+            permissive.evaluate(black_box(&call))
+        })
+    });
     group.finish();
 }
 

@@ -5,8 +5,9 @@
 use serde::Serialize;
 
 use super::compile::{CommandArg, CompiledProfile, PathArg, Subject, Tri};
+use super::memo;
 use super::path::{locate, WorkspacePath};
-use super::shell::{analyse, Part, Restriction};
+use super::shell::{Part, Restriction};
 use super::words::Word;
 use crate::domain::Decision;
 
@@ -98,9 +99,9 @@ impl CompiledProfile {
             let what = describe(call.tool, call.command, located.as_ref());
             return self.verdict(judgement, &what, None);
         }
-        let parts = analyse(call.command);
+        let parts = memo::parts(call.command);
         let mut best: Option<(&Part, Judgement)> = None;
-        for part in &parts {
+        for part in parts.iter() {
             let judgement = self.judge_part(part, path, outside(), call.workspace_root);
             if best
                 .as_ref()

@@ -9,6 +9,7 @@ mod compile;
 mod error;
 mod eval;
 mod load;
+mod memo;
 mod path;
 mod presets;
 mod profile;
