@@ -46,7 +46,7 @@ async fn versions_guard_every_write() {
     run.transition(Status::Running, at(5)).unwrap();
     store
         .commit(Commit {
-            run: run.clone(),
+            run: Arc::new(run.clone()),
             expected_version: Some(1),
             events: vec![event("run-1", 1, "run.started").into()],
             stall: None,
@@ -316,7 +316,7 @@ async fn seed_live(store: &SqliteStore) -> Vec<(Run, Option<StallTracker>, Vec<E
             tracker.record_step("Read", true, "same");
             events.push(event(&id, 2, "run.worker.attached"));
             let commit = Commit {
-                run: run.clone(),
+                run: Arc::new(run.clone()),
                 expected_version: Some(expected),
                 events: events[1..].iter().cloned().map(Into::into).collect(),
                 stall: Some(tracker.clone()),
@@ -561,4 +561,40 @@ async fn a_change_to_any_single_field_is_stored() {
     run.output = "after reopen".into();
     store.commit(change(&mut run, vec![], None)).await.unwrap();
     assert_eq!(store.get_run("run-1").await.unwrap(), Some(run));
+}
+
+/// The coordinator changes its run in place after each commit (`Arc::make_mut`): that
+/// copies nothing only if the store has let go of the run by the time it answers, also when
+/// it refuses the commit.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_store_lets_go_of_the_run_before_it_answers() {
+    let (_dir, store) = fresh();
+    let mut run = Arc::new(new_run("run-1", "task", "proj", "agent", at(0)));
+    store
+        .commit(Commit {
+            run: Arc::clone(&run),
+            expected_version: None,
+            events: vec![],
+            stall: None,
+        })
+        .await
+        .unwrap();
+    for i in 0..200_i64 {
+        let expected = run.version;
+        Arc::make_mut(&mut run).touch(at(1 + i));
+        let stale = i % 10 == 9;
+        let outcome = store
+            .commit(Commit {
+                run: Arc::clone(&run),
+                expected_version: Some(if stale { expected - 1 } else { expected }),
+                events: vec![],
+                stall: None,
+            })
+            .await;
+        assert_eq!(outcome.is_err(), stale, "commit {i}");
+        assert_eq!(Arc::strong_count(&run), 1, "after commit {i}");
+        if stale {
+            Arc::make_mut(&mut run).version = expected;
+        }
+    }
 }

@@ -53,7 +53,7 @@ pub async fn run(dir: &Path, committers: usize, duration: Duration) -> anyhow::R
         );
         store
             .commit(Commit {
-                run: run.clone(),
+                run: Arc::new(run.clone()),
                 expected_version: None,
                 events: vec![event(&run.id, 1, "run.created", 0)],
                 stall: Some(StallTracker::new(5)),
@@ -63,13 +63,13 @@ pub async fn run(dir: &Path, committers: usize, duration: Duration) -> anyhow::R
         run.transition(Status::Running, now)?;
         store
             .commit(Commit {
-                run: run.clone(),
+                run: Arc::new(run.clone()),
                 expected_version: Some(expected),
                 events: vec![event(&run.id, 2, "run.started", 0)],
                 stall: None,
             })
             .await?;
-        runs.push(run);
+        runs.push(Arc::new(run));
     }
     let start = Instant::now();
     let deadline = start + duration;
@@ -94,7 +94,7 @@ pub async fn run(dir: &Path, committers: usize, duration: Duration) -> anyhow::R
 
 async fn commit_loop(
     store: Arc<dyn RunStore>,
-    mut run: Run,
+    mut run: Arc<Run>,
     deadline: Instant,
 ) -> anyhow::Result<Vec<u64>> {
     let mut samples = Vec::new();
@@ -102,8 +102,11 @@ async fn commit_loop(
     let mut stall = StallTracker::new(5);
     while Instant::now() < deadline {
         let expected = run.version;
-        run.step_count += 1;
-        run.touch(Utc::now());
+        // As the coordinator's actors do: the store has let go of the last commit's run,
+        // so this changes it in place.
+        let changed = Arc::make_mut(&mut run);
+        changed.step_count += 1;
+        changed.touch(Utc::now());
         let result = seq % 2 == 0;
         let kind = if result {
             stall.record_step("Read", true, &format!("output {seq}"));
@@ -112,7 +115,7 @@ async fn commit_loop(
             "run.toolcall.approved"
         };
         let commit = Commit {
-            run: run.clone(),
+            run: Arc::clone(&run),
             expected_version: Some(expected),
             events: vec![event(&run.id, seq, kind, run.step_count)],
             stall: result.then(|| stall.clone()),

@@ -144,8 +144,9 @@ pub(super) struct RunActor {
     pub shared: Arc<Shared>,
     /// Tells this actor's mailbox entry from a later actor's for the same run.
     pub generation: u64,
-    /// The run as last committed plus the change being built.
-    pub run: Run,
+    /// The run as last committed plus the change being built. Shared with the store while
+    /// a commit is in flight (so a commit does not copy it); changed through `run_mut`.
+    pub run: Arc<Run>,
     /// The version the store holds, for optimistic concurrency.
     pub stored_version: i64,
     /// The compiled profile deciding this run.
@@ -377,18 +378,25 @@ impl RunActor {
         self.pending_events.push(Arc::new(event));
     }
 
+    /// The run, to change it. The store drops its reference to the last committed run
+    /// before it answers, so this copies the run only if someone else still holds it.
+    pub(super) fn run_mut(&mut self) -> &mut Run {
+        Arc::make_mut(&mut self.run)
+    }
+
     /// Makes the change durable. Only after this returns may the worker hear of it.
     pub(super) async fn commit(&mut self) -> Result<(), StoreError> {
         if self.run.version == self.stored_version {
             // Every committed change bumps the version, even one that only appends events:
             // optimistic concurrency then also catches a second writer of the same log.
-            self.run.touch(self.shared.clock.now());
+            let now = self.shared.clock.now();
+            self.run_mut().touch(now);
         }
         let events = std::mem::take(&mut self.pending_events);
         let stall = std::mem::take(&mut self.stall_changed).then(|| self.stall.clone());
         let count = events.len() as u64;
         let commit = Commit {
-            run: self.run.clone(),
+            run: Arc::clone(&self.run),
             expected_version: Some(self.stored_version),
             events: events.clone(),
             stall,

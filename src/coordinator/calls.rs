@@ -58,8 +58,9 @@ impl RunActor {
             workspace_root: workspace_root.as_deref(),
         });
         let now = self.shared.clock.now();
-        self.run.step_count = self.run.step_count.saturating_add(1);
-        self.run.touch(now);
+        let run = self.run_mut();
+        run.step_count = run.step_count.saturating_add(1);
+        run.touch(now);
         self.decide(
             &request,
             verdict.decision,
@@ -246,8 +247,9 @@ impl RunActor {
         }
         let tool = call.tool.clone();
         let now = self.shared.clock.now();
-        self.run.cost_usd = total;
-        self.run.touch(now);
+        let run = self.run_mut();
+        run.cost_usd = total;
+        run.touch(now);
         let stalled = self
             .stall
             .record_step(&tool, result.success, &result.output);

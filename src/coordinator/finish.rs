@@ -25,7 +25,7 @@ impl RunActor {
         }
         match completion.status {
             Status::Failed => {
-                self.run.output = completion.output;
+                self.run_mut().output = completion.output;
                 let error = if completion.error.is_empty() {
                     "worker reported failure".to_string()
                 } else {
@@ -34,13 +34,13 @@ impl RunActor {
                 self.finish(Status::Failed, error).await
             }
             Status::Completed => {
-                self.run.output = completion.output;
+                self.run_mut().output = completion.output;
                 let gate = self.profile.profile().quality_gate.clone();
                 if !gate.is_enabled() {
                     return self.deliver_or_complete().await;
                 }
                 let now = self.shared.clock.now();
-                if self.run.transition(Status::QualityGate, now).is_err() {
+                if self.run_mut().transition(Status::QualityGate, now).is_err() {
                     return Ok(());
                 }
                 self.phase = Phase::Gate;

@@ -32,9 +32,11 @@ impl RunActor {
             );
         }
         if self.run.status == Status::Pending {
-            self.run.transition(Status::Running, now).map_err(|e| {
-                AttachError::Refused(CoordinatorError::FailedPrecondition(e.to_string()))
-            })?;
+            self.run_mut()
+                .transition(Status::Running, now)
+                .map_err(|e| {
+                    AttachError::Refused(CoordinatorError::FailedPrecondition(e.to_string()))
+                })?;
             self.record("run.started", [("worker_id", session.worker_id.clone())]);
         }
         self.record(
@@ -53,7 +55,7 @@ impl RunActor {
         self.grace_deadline = None;
         self.session = Some(session);
         self.push(Push::Attached {
-            run: Box::new(self.run.clone()),
+            run: Box::new(Run::clone(&self.run)),
             limits: self.profile.profile().termination.clone(),
             resumed,
         });
@@ -97,7 +99,7 @@ impl RunActor {
             reason
         };
         self.end_run(Status::Cancelled, reason.clone()).await?;
-        Ok(self.run.clone())
+        Ok(Run::clone(&self.run))
     }
 
     /// Gives a pending ask its final decision and tells the worker.
@@ -162,10 +164,10 @@ impl RunActor {
         reason: String,
     ) -> Result<(), StoreError> {
         let now = self.shared.clock.now();
-        if self.run.transition(status, now).is_err() {
+        if self.run_mut().transition(status, now).is_err() {
             return Ok(());
         }
-        self.run.error = reason.clone();
+        self.run_mut().error = reason.clone();
         let denied = self.deny_pending_asks(&format!("run is {status}"));
         let kind = match status {
             Status::Cancelled => "run.cancelled",
@@ -238,10 +240,10 @@ impl RunActor {
     /// Completes the run, sends `finished` and closes the stream.
     pub(super) async fn finish(&mut self, status: Status, error: String) -> Result<(), StoreError> {
         let now = self.shared.clock.now();
-        if self.run.transition(status, now).is_err() {
+        if self.run_mut().transition(status, now).is_err() {
             return Ok(());
         }
-        self.run.error = error.clone();
+        self.run_mut().error = error.clone();
         let denied = self.deny_pending_asks(&format!("run is {status}"));
         let kind = if status == Status::Completed {
             "run.completed"
@@ -252,7 +254,7 @@ impl RunActor {
         self.commit().await?;
         info!(%status, "run finished");
         self.push_final_denies(denied);
-        self.push(Push::Finished(Box::new(self.run.clone())));
+        self.push(Push::Finished(Box::new(Run::clone(&self.run))));
         self.close_session(CloseReason::Finished);
         Ok(())
     }

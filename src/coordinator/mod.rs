@@ -231,7 +231,7 @@ impl Coordinator {
         self.shared
             .store
             .commit(Commit {
-                run: run.clone(),
+                run: Arc::new(run.clone()),
                 expected_version: None,
                 events: vec![Arc::clone(&event)],
                 stall: Some(stall.clone()),
@@ -287,7 +287,7 @@ impl Coordinator {
             shared: Arc::clone(&self.shared),
             generation,
             stored_version: run.version,
-            run,
+            run: Arc::new(run),
             profile,
             stall,
             next_seq,
@@ -366,7 +366,7 @@ impl Coordinator {
         self.shared
             .store
             .commit(Commit {
-                run,
+                run: Arc::new(run),
                 expected_version,
                 events: vec![Arc::clone(&event)],
                 stall: None,

@@ -40,8 +40,10 @@ pub struct Event {
 /// Everything one change to a run writes, applied atomically.
 #[derive(Debug, Clone)]
 pub struct Commit {
-    /// The run as it is after the change.
-    pub run: Run,
+    /// The run as it is after the change. Shared with the caller, which keeps the run: the
+    /// store only reads it and drops its reference before it answers, so the caller's
+    /// next change (`Arc::make_mut`) does not copy the run.
+    pub run: Arc<Run>,
     /// The version the writer read: the write fails with `Conflict` if the stored run has
     /// moved on. `None` creates the run and fails if it exists.
     pub expected_version: Option<i64>,

@@ -56,7 +56,7 @@ pub fn event(run_id: &str, seq: u64, kind: &str) -> Event {
 
 pub fn create(run: &Run, events: Vec<Event>) -> Commit {
     Commit {
-        run: run.clone(),
+        run: Arc::new(run.clone()),
         expected_version: None,
         events: events.into_iter().map(Arc::new).collect(),
         stall: None,
@@ -68,7 +68,7 @@ pub fn change(run: &mut Run, events: Vec<Event>, stall: Option<StallTracker>) ->
     let expected = run.version;
     run.touch(run.updated_at + Duration::nanoseconds(1_001));
     Commit {
-        run: run.clone(),
+        run: Arc::new(run.clone()),
         expected_version: Some(expected),
         events: events.into_iter().map(Arc::new).collect(),
         stall,

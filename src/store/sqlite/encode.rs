@@ -10,6 +10,7 @@
 //! drop of the boxed commit at about a fifth of the writer's time.
 
 use std::hash::{Hash as _, Hasher as _};
+use std::sync::Arc;
 
 use xxhash_rust::xxh3::Xxh3;
 
@@ -18,11 +19,11 @@ use crate::store::{Commit, StoreError};
 
 /// A run's columns and its events' columns, ready to bind.
 pub(super) struct EncodedCommit {
-    /// The run with its progress blanked (`step_count`, `cost_usd`, `version` and
-    /// `updated_at`): what `run_json` holds. Kept as a value, not as text: most commits
-    /// change only the progress, and the writer turns it into JSON only when
-    /// `definition_hash` says the stored text is out of date.
-    pub run: Box<Run>,
+    /// The run, shared with the committer: `run_json` holds it with its progress blanked
+    /// (`step_count`, `cost_usd`, `version` and `updated_at`). Kept as a value, not as
+    /// text: most commits change only the progress, and the writer turns it into JSON only
+    /// when `definition_hash` says the stored text is out of date.
+    pub run: Arc<Run>,
     /// As [`Commit::expected_version`].
     pub expected_version: Option<i64>,
     /// `Status::as_str()`.
@@ -50,8 +51,13 @@ impl EncodedCommit {
     /// `run_json`: the run without its progress, as the writer stores it when the run is
     /// created or its definition changed.
     pub fn run_json(&self) -> Result<String, StoreError> {
-        serde_json::to_string(&*self.run)
-            .map_err(|e| StoreError::Database(format!("run {}: encode: {e}", self.run.id)))
+        let mut run = Run::clone(&self.run);
+        run.step_count = 0;
+        run.cost_usd = 0.0;
+        run.version = 0;
+        run.updated_at = run.created_at;
+        serde_json::to_string(&run)
+            .map_err(|e| StoreError::Database(format!("run {}: encode: {e}", run.id)))
     }
 }
 
@@ -89,7 +95,7 @@ pub(super) struct EncodedEvent {
 /// the same faults, so callers see no difference.
 pub(super) fn encode(commit: Commit) -> Result<EncodedCommit, StoreError> {
     let Commit {
-        mut run,
+        run,
         expected_version,
         events,
         stall,
@@ -97,13 +103,8 @@ pub(super) fn encode(commit: Commit) -> Result<EncodedCommit, StoreError> {
     // A run that would not read back (a NaN cost serialises as null) must not be stored.
     run.validate()
         .map_err(|e| StoreError::Database(format!("run {}: refused: {e}", run.id)))?;
-    let version = run.version;
-    let step_count = std::mem::take(&mut run.step_count);
-    let cost_usd = std::mem::take(&mut run.cost_usd);
     let updated_at = progress_time(&run.updated_at)
         .map_err(|e| StoreError::Database(format!("run {}: encode: {e}", run.id)))?;
-    run.version = 0;
-    run.updated_at = run.created_at;
     let stall_json = stall
         .as_ref()
         .map(serde_json::to_string)
@@ -133,16 +134,16 @@ pub(super) fn encode(commit: Commit) -> Result<EncodedCommit, StoreError> {
         status_is_terminal: run.status.is_terminal(),
         created_at: run.created_at.timestamp_micros(),
         definition_hash: definition_hash(&run),
-        run: Box::new(run),
         expected_version,
         progress: Box::new(Progress {
-            version,
-            step_count,
-            cost_usd,
+            version: run.version,
+            step_count: run.step_count,
+            cost_usd: run.cost_usd,
             updated_at,
             stall_json,
         }),
         events: encoded,
+        run,
     })
 }
 

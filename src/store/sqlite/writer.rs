@@ -78,7 +78,10 @@ pub(super) fn run(
         }
         if !group.is_empty() {
             let outcomes = writer.write_group(&mut group);
-            for ((_, reply), outcome) in group.drain(..).zip(outcomes) {
+            for ((commit, reply), outcome) in group.drain(..).zip(outcomes) {
+                // The committer shares the run; it must hold the only reference again by
+                // the time it hears back, or its next change would copy the run.
+                drop(commit);
                 // A waiter that gave up is no reason to stop.
                 let _ = reply.send(outcome);
             }
