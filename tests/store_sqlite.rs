@@ -146,7 +146,7 @@ async fn a_failing_commit_fails_alone_in_its_group() {
         let kinds: Vec<String> = all_events(&store, &run.id)
             .await
             .into_iter()
-            .map(|e| e.kind)
+            .map(|e| e.kind.into_owned())
             .collect();
         assert_eq!(kinds, ["run.started", "first", "second"]);
     }

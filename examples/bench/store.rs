@@ -2,6 +2,7 @@
 //! commits per call (the run plus one event; every other commit also the stall tracker),
 //! and awaiting each commit before the next, as the actor does.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
@@ -132,8 +133,8 @@ async fn commit_loop(
 }
 
 /// An event with the attributes a decision carries.
-fn event(run_id: &str, seq: u64, kind: &str, step: i32) -> Arc<Event> {
-    let attributes: BTreeMap<String, String> = [
+fn event(run_id: &str, seq: u64, kind: &'static str, step: i32) -> Arc<Event> {
+    let attributes: BTreeMap<Cow<'static, str>, String> = [
         ("call_id", format!("c{seq}")),
         ("tool", "Read".to_string()),
         ("path", "/work/repo/src/coordinator/actor.rs".to_string()),
@@ -146,12 +147,12 @@ fn event(run_id: &str, seq: u64, kind: &str, step: i32) -> Arc<Event> {
         ("step_count", step.to_string()),
     ]
     .into_iter()
-    .map(|(k, v)| (k.to_string(), v))
+    .map(|(k, v)| (Cow::Borrowed(k), v))
     .collect();
     Arc::new(Event {
         run_id: run_id.to_string(),
         seq,
-        kind: kind.to_string(),
+        kind: Cow::Borrowed(kind),
         at: Utc::now(),
         attributes,
     })

@@ -3,6 +3,7 @@
 //! messages it reads from the worker's stream itself. No lock is held across a store
 //! write and one run never waits for another.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::pin::Pin;
 use std::sync::Arc;
@@ -359,20 +360,20 @@ impl RunActor {
     }
 
     /// Adds an event to the change being built.
-    pub(super) fn record<'a>(
+    pub(super) fn record(
         &mut self,
-        kind: &str,
-        attributes: impl IntoIterator<Item = (&'a str, String)>,
+        kind: &'static str,
+        attributes: impl IntoIterator<Item = (&'static str, String)>,
     ) {
         let event = Event {
             run_id: self.run.id.clone(),
             seq: self.next_seq + self.pending_events.len() as u64,
-            kind: kind.to_string(),
+            kind: Cow::Borrowed(kind),
             at: self.shared.clock.now(),
             attributes: attributes
                 .into_iter()
                 .filter(|(_, v)| !v.is_empty())
-                .map(|(k, v)| (k.to_string(), v))
+                .map(|(k, v)| (Cow::Borrowed(k), v))
                 .collect::<BTreeMap<_, _>>(),
         };
         self.pending_events.push(Arc::new(event));

@@ -13,6 +13,7 @@ mod messages;
 mod restore;
 mod watch;
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -225,7 +226,7 @@ impl Coordinator {
                 ("project_id", run.project_id.clone()),
             ]
             .into_iter()
-            .map(|(k, v)| (k.to_string(), v))
+            .map(|(k, v)| (Cow::Borrowed(k), v))
             .collect(),
         });
         self.shared
@@ -361,7 +362,7 @@ impl Coordinator {
             seq,
             kind: "run.failed".into(),
             at: now,
-            attributes: [("reason".to_string(), reason)].into_iter().collect(),
+            attributes: [(Cow::Borrowed("reason"), reason)].into_iter().collect(),
         });
         self.shared
             .store

@@ -28,7 +28,7 @@ pub(super) fn calls_from_log(events: &[Event]) -> HashMap<String, CallState> {
         if call_id.is_empty() {
             continue;
         }
-        match event.kind.as_str() {
+        match &*event.kind {
             "run.toolcall.approved" | "run.toolcall.denied" | "run.toolcall.asked" => {
                 let decision = attr("decision").parse().unwrap_or(Decision::Deny);
                 let deadline = attr("deadline");

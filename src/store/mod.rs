@@ -8,6 +8,7 @@
 
 mod sqlite;
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
@@ -29,12 +30,14 @@ pub struct Event {
     pub run_id: String,
     /// Per-run sequence number: starts at 1, gapless, assigned by the run's owner.
     pub seq: u64,
-    /// What happened, e.g. `run.toolcall.approved`.
-    pub kind: String,
+    /// What happened, e.g. `run.toolcall.approved`. The names the server records are
+    /// static text, so recording an event allocates nothing for its kind or attribute
+    /// names (every decision records about ten); events read back own theirs.
+    pub kind: Cow<'static, str>,
     /// When it was recorded.
     pub at: DateTime<Utc>,
     /// Details (call_id, tool, decision, reason, status, …).
-    pub attributes: BTreeMap<String, String>,
+    pub attributes: BTreeMap<Cow<'static, str>, String>,
 }
 
 /// Everything one change to a run writes, applied atomically.

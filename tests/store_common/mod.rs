@@ -42,14 +42,11 @@ pub fn event(run_id: &str, seq: u64, kind: &str) -> Event {
     Event {
         run_id: run_id.into(),
         seq,
-        kind: kind.into(),
+        kind: kind.to_string().into(),
         at: at(seq as i64 * 1_000 + 7),
         attributes: BTreeMap::from([
-            ("call_id".to_string(), format!("call-{seq}")),
-            (
-                "reason".to_string(),
-                "a \"quoted\" reason, ünïcode".to_string(),
-            ),
+            ("call_id".into(), format!("call-{seq}")),
+            ("reason".into(), "a \"quoted\" reason, ünïcode".to_string()),
         ]),
     }
 }

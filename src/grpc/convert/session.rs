@@ -157,12 +157,12 @@ impl From<&Event> for pb::RunEvent {
         pb::RunEvent {
             run_id: event.run_id.clone(),
             seq: event.seq,
-            r#type: event.kind.clone(),
+            r#type: event.kind.to_string(),
             at: Some(timestamp(event.at)),
             attributes: event
                 .attributes
                 .iter()
-                .map(|(k, v)| (k.clone(), v.clone()))
+                .map(|(k, v)| (k.to_string(), v.clone()))
                 .collect(),
         }
     }

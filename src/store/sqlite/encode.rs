@@ -9,6 +9,7 @@
 //! behind this (docs/STORE.md, "Where the writer's time goes") had JSON encoding and the
 //! drop of the boxed commit at about a fifth of the writer's time.
 
+use std::borrow::Cow;
 use std::hash::{Hash as _, Hasher as _};
 use std::sync::Arc;
 
@@ -81,8 +82,8 @@ pub(super) struct Progress {
 pub(super) struct EncodedEvent {
     /// The sequence number the committer assigned.
     pub seq: u64,
-    /// The event type.
-    pub kind: String,
+    /// The event type (static text unless the event was read back).
+    pub kind: Cow<'static, str>,
     /// Unix microseconds.
     pub at: i64,
     /// JSON object of strings.

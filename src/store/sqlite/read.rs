@@ -1,6 +1,7 @@
 //! Reads, on their own connections: in WAL mode readers see the last committed state and
 //! neither wait for the writer nor hold it up.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::{Mutex, PoisonError};
@@ -396,12 +397,13 @@ impl EventRow {
         let seq = u64::try_from(self.seq).map_err(|_| corrupt(format!("seq {}", self.seq)))?;
         let at = DateTime::<Utc>::from_timestamp_micros(self.at)
             .ok_or_else(|| corrupt(format!("{seq}: time {} out of range", self.at)))?;
-        let attributes: BTreeMap<String, String> = serde_json::from_str(&self.attributes)
-            .map_err(|e| corrupt(format!("{seq}: attributes: {e}")))?;
+        let attributes: BTreeMap<Cow<'static, str>, String> =
+            serde_json::from_str(&self.attributes)
+                .map_err(|e| corrupt(format!("{seq}: attributes: {e}")))?;
         Ok(Event {
             run_id: run_id.to_string(),
             seq,
-            kind: self.kind,
+            kind: Cow::Owned(self.kind),
             at,
             attributes,
         })
