@@ -9,7 +9,10 @@
 //! policy dir there) and a bare tonic echo of `WorkerService` on two loopback ports, each
 //! on its own tokio runtime; the client on a third. C sessions over K HTTP/2 connections
 //! drive each: ping-pong (the maximum rate), then open loop at 50 % of runplane's maximum
-//! (or `--rate`). Then the memory of idle sessions on a server child process, and the store
+//! (or `--rate`). A third server, runplane on a store that keeps nothing
+//! (`null_store.rs`), gets a ping-pong phase too: the gap between it and runplane is what
+//! the store costs, the gap between it and the echo what the rest of runplane costs. Then
+//! the memory of idle sessions on a server child process, and the store
 //! alone under many committers. `--server URL` targets a running runplane instead (it must
 //! load the profile that `--print-profile` prints, e.g. via `--policy-dir`).
 //!
@@ -20,6 +23,7 @@ mod cpu;
 mod echo;
 mod idle;
 mod load;
+mod null_store;
 mod report;
 mod store;
 
@@ -205,6 +209,25 @@ fn main() -> anyhow::Result<()> {
         }
     };
     let echo_url = format!("http://{}", servers.block_on(echo::serve())?);
+    // The same server on a store that keeps nothing: only next to an in-process runplane,
+    // whose store it stands in for.
+    let null_store_url = match &args.server {
+        Some(_) => None,
+        None => {
+            let mut config = runplane::server::ServeConfig::new(dir.path().join("null-store"));
+            config.listen = "127.0.0.1:0".parse()?;
+            config.policy_dir = Some(policy_dir.clone());
+            let store = std::sync::Arc::new(null_store::NullStore);
+            let bound = servers.block_on(runplane::server::bind_with_store(config, store))?;
+            let addr = bound.local_addr()?;
+            servers.spawn(async move {
+                if let Err(e) = bound.serve(std::future::pending()).await {
+                    eprintln!("runplane server on the null store: {e}");
+                }
+            });
+            Some(format!("http://{addr}"))
+        }
+    };
 
     let client = tokio::runtime::Builder::new_multi_thread()
         .thread_name("bench-client")
@@ -214,6 +237,7 @@ fn main() -> anyhow::Result<()> {
         &args,
         &settings,
         &runplane_url,
+        null_store_url.as_deref(),
         &echo_url,
         dir.path(),
         &policy_dir,
@@ -239,6 +263,8 @@ fn main() -> anyhow::Result<()> {
 pub struct Figures {
     pub echo_max: load::PhaseResult,
     pub runplane_max: load::PhaseResult,
+    /// runplane on the store that keeps nothing (`None` with `--server`).
+    pub null_store_max: Option<load::PhaseResult>,
     pub half_rate: f64,
     pub runplane_half: load::PhaseResult,
     pub echo_half: load::PhaseResult,
@@ -250,6 +276,7 @@ async fn measure(
     args: &Args,
     settings: &Settings,
     runplane_url: &str,
+    null_store_url: Option<&str>,
     echo_url: &str,
     dir: &std::path::Path,
     policy_dir: &std::path::Path,
@@ -279,6 +306,27 @@ async fn measure(
             runplane_max.round_trips_per_sec()
         ),
     );
+    let null_store_max = match null_store_url {
+        Some(url) => {
+            progress(
+                args,
+                &format!("runplane on a store that keeps nothing: {c} sessions"),
+            );
+            let channels = load::connect(url, k).await?;
+            let null = load::open_sessions(&channels, Target::Runplane, "bench", c).await?;
+            let (null, _) = load::run_phase(null, Mode::PingPong, warmup).await?;
+            let (_, null_max) = load::run_phase(null, Mode::PingPong, duration).await?;
+            progress(
+                args,
+                &format!(
+                    "runplane on a store that keeps nothing: {:.0} round trips/s",
+                    null_max.round_trips_per_sec()
+                ),
+            );
+            Some(null_max)
+        }
+        None => None,
+    };
     let half_rate = args
         .rate
         .unwrap_or(runplane_max.round_trips_per_sec() / 2.0);
@@ -310,6 +358,7 @@ async fn measure(
     Ok(Figures {
         echo_max,
         runplane_max,
+        null_store_max,
         half_rate,
         runplane_half,
         echo_half,

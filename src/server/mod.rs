@@ -81,10 +81,20 @@ pub async fn bind(config: ServeConfig) -> Result<BoundServer, ServeError> {
         path: config.data_dir.clone(),
         source,
     })?;
-    let profiles = Arc::new(ProfileRegistry::load(config.policy_dir.as_deref())?);
     let mut options = SqliteStoreOptions::new(config.data_dir.join(DATABASE_FILE));
     options.synchronous = config.synchronous;
     let store: Arc<dyn RunStore> = Arc::new(SqliteStore::open(options)?);
+    bind_with_store(config, store).await
+}
+
+/// As [`bind`], on a store the caller opened instead of the data directory's SQLite file
+/// (`data_dir` and `synchronous` are then not used). The benchmark uses it to measure the
+/// server with a store that does not write, which tells the store's share of the cost.
+pub async fn bind_with_store(
+    config: ServeConfig,
+    store: Arc<dyn RunStore>,
+) -> Result<BoundServer, ServeError> {
+    let profiles = Arc::new(ProfileRegistry::load(config.policy_dir.as_deref())?);
     let coordinator = Coordinator::start(
         store,
         Arc::clone(&profiles),

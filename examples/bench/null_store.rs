@@ -1,0 +1,40 @@
+//! A store that keeps nothing, for one extra phase: runplane with every commit answered at
+//! once. Not a mode of the product (nothing would survive a restart); it splits the gap to
+//! the echo into what the store costs and what the rest of runplane costs, in the same run.
+
+use std::future::ready;
+
+use runplane::domain::Run;
+use runplane::store::{Commit, Event, RunPage, RunQuery, RunStore, StoreFuture, StoredRun};
+
+/// Answers every commit with success at once and every read with nothing.
+pub struct NullStore;
+
+impl RunStore for NullStore {
+    fn commit(&self, _commit: Commit) -> StoreFuture<()> {
+        Box::pin(ready(Ok(())))
+    }
+
+    fn get_run(&self, _run_id: &str) -> StoreFuture<Option<Run>> {
+        Box::pin(ready(Ok(None)))
+    }
+
+    fn list_runs(&self, _query: RunQuery) -> StoreFuture<RunPage> {
+        Box::pin(ready(Ok(RunPage {
+            runs: Vec::new(),
+            next: None,
+        })))
+    }
+
+    fn list_events(&self, _run_id: &str, _from_seq: u64, _limit: usize) -> StoreFuture<Vec<Event>> {
+        Box::pin(ready(Ok(Vec::new())))
+    }
+
+    fn live_runs(&self) -> StoreFuture<Vec<StoredRun>> {
+        Box::pin(ready(Ok(Vec::new())))
+    }
+
+    fn live_run(&self, _run_id: &str) -> StoreFuture<Option<StoredRun>> {
+        Box::pin(ready(Ok(None)))
+    }
+}
