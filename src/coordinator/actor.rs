@@ -214,6 +214,14 @@ impl RunActor {
                 Woke::Worker(None) => self.detach().await.map(|()| Flow::Continue),
                 Woke::Timer => self.on_timer().await,
             };
+            // What a handler recorded after its last commit (a worker cut off while its
+            // answer was pushed) is committed before the actor waits again.
+            let flow = match flow {
+                Ok(Flow::Continue) if !self.pending_events.is_empty() => {
+                    self.commit().await.map(|()| Flow::Continue)
+                }
+                other => other,
+            };
             let flow = match flow {
                 Ok(flow) => flow,
                 Err(err) => {
@@ -267,7 +275,18 @@ impl RunActor {
                 answer(reply, result)?;
             }
             Command::Shutdown => {
-                self.close_session(CloseReason::Shutdown);
+                if let Some(session) = &self.session {
+                    let worker_id = session.worker_id.clone();
+                    self.close_session(CloseReason::Shutdown);
+                    self.record(
+                        "run.worker.detached",
+                        [
+                            ("worker_id", worker_id),
+                            ("reason", "server shutdown".into()),
+                        ],
+                    );
+                    self.commit().await?;
+                }
                 return Ok(Flow::Stop);
             }
         }
@@ -421,8 +440,19 @@ impl RunActor {
         if session.outbound.capacity() > 1 && session.outbound.try_send(push).is_ok() {
             return;
         }
-        warn!("worker does not read its stream; detaching it");
+        // The stream is gone either way; the log says which way (`run_loop` commits it).
+        let reason = if session.outbound.is_closed() {
+            "stream closed"
+        } else {
+            warn!("worker does not read its stream; detaching it");
+            "worker does not read its stream"
+        };
+        let worker_id = session.worker_id.clone();
         self.close_session(CloseReason::TooSlow);
+        self.record(
+            "run.worker.detached",
+            [("worker_id", worker_id), ("reason", reason.to_string())],
+        );
         if !self.run.status.is_terminal() {
             self.grace_deadline = self.shared.grace_deadline();
         }
