@@ -2,6 +2,8 @@
 
 mod common;
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use common::*;
@@ -89,23 +91,36 @@ async fn a_worker_that_does_not_read_its_stream_is_cut_off_and_the_log_says_so()
         .into_inner();
 
     // Far more answers than the queue, the server's send buffer and the window hold (call
-    // ids of 1,000 bytes make each answer that big), none of them read. Once the server has
-    // cut the worker off it stops reading too.
-    let padding = "x".repeat(990);
-    let mut sent = 0;
-    for i in 0..4_000 {
-        let call = msg(In::ToolCallRequest(pb::ToolCallRequest {
-            run_id: run_id.clone(),
-            call_id: format!("{i:05}-{padding}"),
-            tool: "Read".into(),
-            command: String::new(),
-            path: "src/main.rs".into(),
-        }));
-        match tokio::time::timeout(Duration::from_secs(2), tx.send(call)).await {
-            Ok(Ok(())) => sent += 1,
-            _ => break,
+    // ids of 1,000 bytes make each answer that big), none of them read until the log shows
+    // the cut-off. Once the server has cut the worker off it stops reading too, so the
+    // sender may block; it is stopped at the end.
+    let sent = Arc::new(AtomicUsize::new(0));
+    let sender = tokio::spawn({
+        let (run_id, sent) = (run_id.clone(), Arc::clone(&sent));
+        async move {
+            let padding = "x".repeat(990);
+            for i in 0..4_000 {
+                let call = msg(In::ToolCallRequest(pb::ToolCallRequest {
+                    run_id: run_id.clone(),
+                    call_id: format!("{i:05}-{padding}"),
+                    tool: "Read".into(),
+                    command: String::new(),
+                    path: "src/main.rs".into(),
+                }));
+                if tx.send(call).await.is_err() {
+                    break;
+                }
+                sent.fetch_add(1, Ordering::Relaxed);
+            }
         }
-    }
+    });
+
+    let detached = detach_event(&server, &run_id).await;
+    assert_eq!(detached.attributes["worker_id"], "slow-worker");
+    assert_eq!(
+        detached.attributes["reason"],
+        "worker does not read its stream"
+    );
 
     let mut answers = 0;
     let status = loop {
@@ -113,22 +128,15 @@ async fn a_worker_that_does_not_read_its_stream_is_cut_off_and_the_log_says_so()
             Ok(Ok(Some(_))) => answers += 1,
             Ok(Ok(None)) => panic!("the stream ended without a status after {answers} messages"),
             Ok(Err(status)) => break status,
-            Err(_) => panic!(
-                "the stream neither ended nor answered after {answers} messages ({sent} sent)"
-            ),
+            Err(_) => panic!("the stream neither ended nor answered after {answers} messages"),
         }
     };
+    sender.abort();
     assert_eq!(status.code(), tonic::Code::ResourceExhausted, "{status:?}");
+    let sent = sent.load(Ordering::Relaxed);
     assert!(
         answers < sent,
         "all {sent} calls were answered ({answers}): the worker was never cut off"
-    );
-
-    let detached = detach_event(&server, &run_id).await;
-    assert_eq!(detached.attributes["worker_id"], "slow-worker");
-    assert_eq!(
-        detached.attributes["reason"],
-        "worker does not read its stream"
     );
     let run = server.get_run(&run_id).await;
     assert_eq!(run.status, pb::RunStatus::Running as i32);

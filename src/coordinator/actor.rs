@@ -50,7 +50,8 @@ pub enum Command {
     },
     /// An operator answers a pending ask.
     Resolve(Box<Resolution>),
-    /// The server is stopping: tell the worker and stop without touching the run.
+    /// The server is stopping: record that the worker is detached, tell it, and stop; the
+    /// run stays in its status for a re-attach after the restart.
     Shutdown,
 }
 
@@ -276,16 +277,17 @@ impl RunActor {
             }
             Command::Shutdown => {
                 if let Some(session) = &self.session {
-                    let worker_id = session.worker_id.clone();
-                    self.close_session(CloseReason::Shutdown);
                     self.record(
                         "run.worker.detached",
                         [
-                            ("worker_id", worker_id),
+                            ("worker_id", session.worker_id.clone()),
                             ("reason", "server shutdown".into()),
                         ],
                     );
+                    // Committed before the worker hears of it; if the commit fails, the
+                    // stream ends with INTERNAL instead.
                     self.commit().await?;
+                    self.close_session(CloseReason::Shutdown);
                 }
                 return Ok(Flow::Stop);
             }

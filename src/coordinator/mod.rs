@@ -532,10 +532,11 @@ impl Coordinator {
             .values()
             .map(|e| e.mailbox.clone())
             .collect();
-        for actor in &actors {
-            let _ = actor.try_send(Command::Shutdown);
-        }
         let wait = async {
+            // A full mailbox is waited for: every attached run records its detach.
+            for actor in &actors {
+                let _ = actor.send(Command::Shutdown).await;
+            }
             for actor in actors {
                 actor.closed().await;
             }

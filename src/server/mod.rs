@@ -81,10 +81,12 @@ pub async fn bind(config: ServeConfig) -> Result<BoundServer, ServeError> {
         path: config.data_dir.clone(),
         source,
     })?;
+    // Policies first: a bad policy file fails before the database is opened or migrated.
+    let profiles = Arc::new(ProfileRegistry::load(config.policy_dir.as_deref())?);
     let mut options = SqliteStoreOptions::new(config.data_dir.join(DATABASE_FILE));
     options.synchronous = config.synchronous;
     let store: Arc<dyn RunStore> = Arc::new(SqliteStore::open(options)?);
-    bind_with_store(config, store).await
+    bind_parts(config, store, profiles).await
 }
 
 /// As [`bind`], on a store the caller opened instead of the data directory's SQLite file
@@ -95,6 +97,15 @@ pub async fn bind_with_store(
     store: Arc<dyn RunStore>,
 ) -> Result<BoundServer, ServeError> {
     let profiles = Arc::new(ProfileRegistry::load(config.policy_dir.as_deref())?);
+    bind_parts(config, store, profiles).await
+}
+
+/// Restores live runs on `store` and binds the address.
+async fn bind_parts(
+    config: ServeConfig,
+    store: Arc<dyn RunStore>,
+    profiles: Arc<ProfileRegistry>,
+) -> Result<BoundServer, ServeError> {
     let coordinator = Coordinator::start(
         store,
         Arc::clone(&profiles),
