@@ -10,8 +10,8 @@
 //! on its own tokio runtime; the client on a third. C sessions over K HTTP/2 connections
 //! drive each: ping-pong (the maximum rate), then open loop at 50 % of runplane's maximum
 //! (or `--rate`). A third server, runplane on a store that keeps nothing
-//! (`null_store.rs`), gets a ping-pong phase too: the gap between it and runplane is what
-//! the store costs, the gap between it and the echo what the rest of runplane costs. Then
+//! (`null_store.rs`), gets both phases too: the gap between it and runplane is what the
+//! store costs, the gap between it and the echo what the rest of runplane costs. Then
 //! the memory of idle sessions on a server child process, and the store
 //! alone under many committers. `--server URL` targets a running runplane instead (it must
 //! load the profile that `--print-profile` prints, e.g. via `--policy-dir`).
@@ -265,6 +265,8 @@ pub struct Figures {
     pub runplane_max: load::PhaseResult,
     /// runplane on the store that keeps nothing (`None` with `--server`).
     pub null_store_max: Option<load::PhaseResult>,
+    /// The same at the open loop's rate.
+    pub null_store_half: Option<load::PhaseResult>,
     pub half_rate: f64,
     pub runplane_half: load::PhaseResult,
     pub echo_half: load::PhaseResult,
@@ -315,7 +317,7 @@ async fn measure(
             let channels = load::connect(url, k).await?;
             let null = load::open_sessions(&channels, Target::Runplane, "bench", c).await?;
             let (null, _) = load::run_phase(null, Mode::PingPong, warmup).await?;
-            let (_, null_max) = load::run_phase(null, Mode::PingPong, duration).await?;
+            let (null, null_max) = load::run_phase(null, Mode::PingPong, duration).await?;
             progress(
                 args,
                 &format!(
@@ -323,16 +325,21 @@ async fn measure(
                     null_max.round_trips_per_sec()
                 ),
             );
-            Some(null_max)
+            Some((null, null_max))
         }
         None => None,
     };
+    let (null_sessions, null_store_max) = null_store_max.unzip();
     let half_rate = args
         .rate
         .unwrap_or(runplane_max.round_trips_per_sec() / 2.0);
     let rate = Mode::OpenLoop { rate: half_rate };
     let (sessions, runplane_half) = load::run_phase(sessions, rate, duration).await?;
     drop(sessions);
+    let null_store_half = match null_sessions {
+        Some(null) => Some(load::run_phase(null, rate, duration).await?.1),
+        None => None,
+    };
     let (echo, echo_half) = load::run_phase(echo, rate, duration).await?;
     drop(echo);
     progress(
@@ -359,6 +366,7 @@ async fn measure(
         echo_max,
         runplane_max,
         null_store_max,
+        null_store_half,
         half_rate,
         runplane_half,
         echo_half,
