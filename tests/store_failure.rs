@@ -70,6 +70,55 @@ async fn a_decision_that_could_not_be_committed_is_never_sent() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_result_that_could_not_be_committed_is_never_acknowledged() {
+    let server = TestServer::start().await;
+    let run_id = server.start_run("headless-safe-sandbox").await;
+    let (mut worker, _) = Worker::attach(&server, &run_id).await;
+    assert_eq!(
+        decision(&worker.call("c1", "Read", "", "a").await),
+        pb::Decision::Allow
+    );
+
+    let lock = tokio::task::block_in_place(|| lock_database(&server));
+    worker
+        .send(pb::worker_message::Message::ToolCallResult(
+            pb::ToolCallResult {
+                call_id: "c1".into(),
+                success: true,
+                output: "contents of a".into(),
+                cost_usd: 0.25,
+                ..Default::default()
+            },
+        ))
+        .await;
+    // Sent behind the result: its answer must not overtake the missing ack either.
+    worker
+        .send(pb::worker_message::Message::Heartbeat(pb::Heartbeat {}))
+        .await;
+    let err = worker.next().await.unwrap_err();
+    assert_eq!(err.code(), tonic::Code::Internal, "{err:?}");
+    drop(lock);
+
+    let (mut worker, attached) = Worker::attach(&server, &run_id).await;
+    assert_eq!(
+        attached.run.unwrap().cost_usd,
+        0.0,
+        "the result was never committed"
+    );
+    match worker.result("c1", true, "contents of a", 0.25).await {
+        Out::ResultAck(ack) => assert_eq!(ack.cost_usd, 0.25),
+        other => panic!("expected the ack, got {other:?}"),
+    }
+    let results = server
+        .event_types(&run_id)
+        .await
+        .into_iter()
+        .filter(|kind| kind == "run.toolcall.result")
+        .count();
+    assert_eq!(results, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_ask_whose_resolution_could_not_be_committed_is_still_pending() {
     let server = TestServer::start().await;
     let run_id = server.start_run("headless-safe-sandbox").await;

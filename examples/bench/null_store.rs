@@ -5,7 +5,9 @@
 use std::future::ready;
 
 use runplane::domain::Run;
-use runplane::store::{Commit, Event, RunPage, RunQuery, RunStore, StoreFuture, StoredRun};
+use runplane::store::{
+    Commit, CommitDone, Event, RunPage, RunQuery, RunStore, StoreFuture, StoredRun,
+};
 
 /// Answers every commit with success at once and every read with nothing.
 pub struct NullStore;
@@ -13,6 +15,10 @@ pub struct NullStore;
 impl RunStore for NullStore {
     fn commit(&self, _commit: Commit) -> StoreFuture<()> {
         Box::pin(ready(Ok(())))
+    }
+
+    fn commit_then(&self, _commit: Commit, done: CommitDone) {
+        done(Ok(()));
     }
 
     fn get_run(&self, _run_id: &str) -> StoreFuture<Option<Run>> {

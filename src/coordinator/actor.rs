@@ -14,6 +14,7 @@ use tokio_stream::{Stream, StreamExt};
 use tracing::{debug, info, warn, Instrument};
 
 use super::messages::{CloseReason, CoordinatorError, PendingAsk, Push, WorkerInput};
+use super::outbox::{Attention, CutOff, Outbox};
 use super::Shared;
 use crate::domain::{Decision, Run, StallTracker, Status, ToolCallRequest, ToolCallResponse};
 use crate::policy::CompiledProfile;
@@ -75,8 +76,8 @@ pub struct Session {
     pub worker_id: String,
     /// Paths are held to this root; `None`: every absolute path is outside.
     pub workspace_root: Option<String>,
-    /// Where pushes go.
-    pub outbound: Outbound,
+    /// Where pushes go, in order and each after its commit.
+    pub outbox: Arc<Outbox>,
     /// The worker's messages. Taken out while the actor waits on it, and dropped with the
     /// session, so a replaced or closed session's late messages are never read.
     pub inbound: Option<Inbound>,
@@ -178,6 +179,9 @@ pub(super) struct RunActor {
     pub stall_changed: bool,
     /// Pushes that belong to the current change: sent only once it is committed.
     pub deferred: Vec<Push>,
+    /// Set from the store's thread when a commit issued without waiting failed or the
+    /// worker was cut off while its answers were released; the loop wakes on it.
+    pub attention: Arc<Attention>,
 }
 
 /// What the actor loop should do after a command.
@@ -199,21 +203,32 @@ impl RunActor {
                 .next_deadline()
                 .map(|at| self.shared.clock.instant_at(at));
             let mut inbound = self.session.as_mut().and_then(|s| s.inbound.take());
+            let attention = Arc::clone(&self.attention);
             let woke = tokio::select! {
                 command = commands.recv() => Woke::Command(command),
                 input = next_input(&mut inbound) => Woke::Worker(input),
                 () = sleep_until(wake) => Woke::Timer,
+                () = attention.notify.notified() => Woke::Attention,
             };
             if let (Some(session), false) = (&mut self.session, matches!(woke, Woke::Worker(None)))
             {
                 session.inbound = inbound;
             }
             let flow = match woke {
-                Woke::Command(Some(command)) => self.handle(command).await,
+                // A command acts on the stored run: the commits still in flight come first
+                // (an attach whose client gave up meanwhile is then seen as such).
+                Woke::Command(Some(command)) => {
+                    self.attention.settled().await;
+                    match self.attention.take_failure() {
+                        Some(error) => Err(error),
+                        None => self.handle(command).await,
+                    }
+                }
                 Woke::Command(None) => Ok(Flow::Stop),
                 Woke::Worker(Some(input)) => self.on_worker(input).await.map(|()| Flow::Continue),
                 Woke::Worker(None) => self.detach().await.map(|()| Flow::Continue),
                 Woke::Timer => self.on_timer().await,
+                Woke::Attention => self.on_attention().map(|()| Flow::Continue),
             };
             // What a handler recorded after its last commit (a worker cut off while its
             // answer was pushed) is committed before the actor waits again.
@@ -408,6 +423,56 @@ impl RunActor {
 
     /// Makes the change durable. Only after this returns may the worker hear of it.
     pub(super) async fn commit(&mut self) -> Result<(), StoreError> {
+        let (commit, events) = self.take_commit();
+        self.shared.store.commit(commit).await?;
+        self.shared.publish(events);
+        for push in std::mem::take(&mut self.deferred) {
+            self.push(push);
+        }
+        Ok(())
+    }
+
+    /// Makes the change durable and sends `answers` once it is, without waiting: the
+    /// actor goes on as if the commit succeeded. If it fails, nothing it or any later
+    /// change would have sent reaches the worker (every later commit fails on the version
+    /// too), and `attention` makes the loop stop the actor as a failed `commit` would.
+    pub(super) fn commit_then_send(&mut self, answers: Vec<Push>) {
+        let (commit, events) = self.take_commit();
+        let outbox = self.session.as_ref().map(|session| {
+            let mut released = std::mem::take(&mut self.deferred);
+            released.extend(answers);
+            session.outbox.begin_commit(released);
+            Arc::clone(&session.outbox)
+        });
+        self.deferred.clear();
+        let shared = Arc::clone(&self.shared);
+        let attention = Arc::clone(&self.attention);
+        attention.begin();
+        self.shared.store.commit_then(
+            commit,
+            Box::new(move |outcome| {
+                match outcome {
+                    Ok(()) => {
+                        shared.publish(events);
+                        if outbox.is_some_and(|outbox| outbox.commit_done(true)) {
+                            attention.notify.notify_one();
+                        }
+                    }
+                    Err(error) => {
+                        if let Some(outbox) = outbox {
+                            let _ = outbox.commit_done(false);
+                        }
+                        attention.fail(error);
+                    }
+                }
+                attention.end();
+            }),
+        );
+    }
+
+    /// The change as a commit, with its events for watchers; from here on the actor counts
+    /// it as stored (a failed commit stops the actor).
+    fn take_commit(&mut self) -> (Commit, Vec<Arc<Event>>) {
         if self.run.version == self.stored_version {
             // Every committed change bumps the version, even one that only appends events:
             // optimistic concurrency then also catches a second writer of the same log.
@@ -416,41 +481,53 @@ impl RunActor {
         }
         let events = std::mem::take(&mut self.pending_events);
         let stall = std::mem::take(&mut self.stall_changed).then(|| self.stall.clone());
-        let count = events.len() as u64;
         let commit = Commit {
             run: Arc::clone(&self.run),
             expected_version: Some(self.stored_version),
             events: events.clone(),
             stall,
         };
-        self.shared.store.commit(commit).await?;
         self.stored_version = self.run.version;
-        self.next_seq += count;
-        self.shared.publish(events);
-        for push in std::mem::take(&mut self.deferred) {
-            self.push(push);
+        self.next_seq += events.len() as u64;
+        (commit, events)
+    }
+
+    /// A commit issued without waiting failed (returned, so the loop stops the actor), or
+    /// the worker was cut off while answers were released.
+    fn on_attention(&mut self) -> Result<(), StoreError> {
+        if let Some(error) = self.attention.take_failure() {
+            return Err(error);
+        }
+        let cut_off = self.session.as_ref().and_then(|s| s.outbox.take_cut_off());
+        if let Some(cut_off) = cut_off {
+            self.cut_off(cut_off);
         }
         Ok(())
     }
 
-    /// Sends to the attached worker. A worker that does not read its stream is dropped
-    /// rather than allowed to stall the run; it may re-attach.
+    /// Sends to the attached worker, after whatever still waits for its commit. A worker
+    /// that does not read its stream is dropped rather than allowed to stall the run; it
+    /// may re-attach.
     pub(super) fn push(&mut self, push: Push) {
         let Some(session) = &self.session else { return };
-        // The last slot of the queue is kept for the `Close` that tells a slow worker why
-        // its stream ended.
-        if session.outbound.capacity() > 1 && session.outbound.try_send(push).is_ok() {
-            return;
+        if let Err(cut_off) = session.outbox.push(push) {
+            self.cut_off(cut_off);
         }
-        // The stream is gone either way; the log says which way (`run_loop` commits it).
-        let reason = if session.outbound.is_closed() {
+    }
+
+    /// The outbox found the worker's queue full or its stream gone: the session is over.
+    fn cut_off(&mut self, cut_off: CutOff) {
+        let Some(session) = self.session.take() else {
+            return;
+        };
+        // The log says which way it ended (`run_loop` commits it).
+        let reason = if cut_off.stream_closed {
             "stream closed"
         } else {
             warn!("worker does not read its stream; detaching it");
             "worker does not read its stream"
         };
-        let worker_id = session.worker_id.clone();
-        self.close_session(CloseReason::TooSlow);
+        let worker_id = session.worker_id;
         self.record(
             "run.worker.detached",
             [("worker_id", worker_id), ("reason", reason.to_string())],
@@ -460,10 +537,10 @@ impl RunActor {
         }
     }
 
-    /// Ends the attached stream with a reason.
+    /// Ends the attached stream with a reason, after what still waits for its commit.
     pub(super) fn close_session(&mut self, reason: CloseReason) {
         if let Some(session) = self.session.take() {
-            let _ = session.outbound.try_send(Push::Close(reason));
+            session.outbox.close(reason);
         }
     }
 }
@@ -495,6 +572,8 @@ enum Woke {
     Worker(Option<WorkerInput>),
     /// A deadline passed.
     Timer,
+    /// The store's thread set something in `attention`.
+    Attention,
 }
 
 /// The worker's next message; never resolves while no worker is attached.

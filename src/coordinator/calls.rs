@@ -135,16 +135,26 @@ impl RunActor {
         );
     }
 
-    /// Commits the change, registers a new ask, then sends the call's decision.
+    /// Commits the change, registers a new ask, then sends the call's decision. An allow
+    /// or deny goes out from the commit's completion, without the actor waiting for it; an
+    /// ask waits, so operators never see an ask that is not stored.
     async fn commit_and_answer(&mut self, call_id: &str) -> Result<(), StoreError> {
-        self.commit().await?;
         let Some(call) = self.calls.get(call_id) else {
-            return Ok(());
+            return self.commit().await;
         };
-        if let Some(ask) = call.pending_ask(&self.run.id, call_id) {
+        let response = self.response(call_id, call.decision, call.reason.clone());
+        if call.decision != Decision::Ask {
+            self.commit_then_send(vec![Push::Decision(response)]);
+            return Ok(());
+        }
+        self.commit().await?;
+        if let Some(ask) = self
+            .calls
+            .get(call_id)
+            .and_then(|call| call.pending_ask(&self.run.id, call_id))
+        {
             self.shared.ask_opened(ask);
         }
-        let response = self.response(call_id, call.decision, call.reason.clone());
         self.push(Push::Decision(response));
         Ok(())
     }
@@ -293,8 +303,8 @@ impl RunActor {
         };
         match ending {
             None => {
-                self.commit().await?;
-                self.push(self.result_ack(&call_id));
+                let ack = self.result_ack(&call_id);
+                self.commit_then_send(vec![ack]);
             }
             Some((status, reason)) => {
                 let ack = self.result_ack(&call_id);

@@ -10,6 +10,7 @@ mod clock;
 mod finish;
 mod lifecycle;
 mod messages;
+mod outbox;
 mod restore;
 mod watch;
 
@@ -34,6 +35,7 @@ pub use messages::{
     CloseReason, CoordinatorError, DeliveryOutcome, GateOutcome, PendingAsk, Push, RunCompletion,
     SessionError, WorkerInput,
 };
+use outbox::Outbox;
 
 /// Commands a run's actor may have queued before senders wait.
 const ACTOR_QUEUE: usize = 256;
@@ -301,6 +303,7 @@ impl Coordinator {
             pending_events: Vec::new(),
             stall_changed: false,
             deferred: Vec::new(),
+            attention: Arc::default(),
         };
         for (call_id, call) in &actor.calls {
             if let Some(ask) = call.pending_ask(&actor.run.id, call_id) {
@@ -484,7 +487,7 @@ impl Coordinator {
             session: Box::new(Session {
                 worker_id: request.worker_id,
                 workspace_root,
-                outbound,
+                outbox: Arc::new(Outbox::new(outbound)),
                 inbound: Some(inbound),
             }),
             reply,

@@ -20,6 +20,9 @@ use crate::domain::{Run, StallTracker, Status};
 
 pub use sqlite::{SqliteStore, SqliteStoreOptions, Synchronous};
 
+/// What [`RunStore::commit_then`] calls with a commit's outcome.
+pub type CommitDone = Box<dyn FnOnce(Result<(), StoreError>) + Send>;
+
 /// A future a store operation resolves to. Boxed so the trait stays object safe.
 pub type StoreFuture<T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'static>>;
 
@@ -134,6 +137,13 @@ pub trait RunStore: Send + Sync + 'static {
     /// may then tell a worker about it. Concurrent commits may be grouped into one
     /// transaction, but each succeeds or fails on its own.
     fn commit(&self, commit: Commit) -> StoreFuture<()>;
+
+    /// As [`commit`](RunStore::commit), without a future: `done` gets the outcome once the
+    /// commit is durable or has failed. Commits issued one after another complete, and
+    /// their `done` run, in that order, also interleaved with [`commit`](RunStore::commit):
+    /// every earlier `done` has run before a later commit's future resolves. `done` may
+    /// run on the store's own thread, so it must be quick and must not block.
+    fn commit_then(&self, commit: Commit, done: CommitDone);
 
     /// One run by id.
     fn get_run(&self, run_id: &str) -> StoreFuture<Option<Run>>;

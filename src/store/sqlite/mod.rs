@@ -25,10 +25,12 @@ use std::time::Duration;
 use rusqlite::Connection;
 use tokio::sync::oneshot;
 
-use super::{Commit, Event, RunPage, RunQuery, RunStore, StoreError, StoreFuture, StoredRun};
+use super::{
+    Commit, CommitDone, Event, RunPage, RunQuery, RunStore, StoreError, StoreFuture, StoredRun,
+};
 use crate::domain::Run;
 use read::ReadPool;
-use writer::Job;
+use writer::{Job, Reply};
 
 /// How hard a commit waits for the disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
@@ -228,6 +230,22 @@ impl SqliteStore {
         workers.lock = None;
     }
 
+    /// Encodes a commit and queues it for the writer; a refused commit or a closed store
+    /// is answered at once.
+    fn queue_commit(&self, commit: Commit, reply: Reply) {
+        let encoded = match encode::encode(commit) {
+            Ok(encoded) => encoded,
+            Err(error) => return reply.send(Err(error)),
+        };
+        match &*self.jobs.read().unwrap_or_else(PoisonError::into_inner) {
+            // A writer that is gone drops the job, and the reply answers `Closed`.
+            Some(jobs) => {
+                let _ = jobs.send(Job::Commit(Box::new(encoded), reply));
+            }
+            None => reply.send(Err(StoreError::Closed)),
+        }
+    }
+
     /// Runs `read` on a pooled read connection on tokio's blocking pool.
     fn read<T, F>(&self, read: F) -> StoreFuture<T>
     where
@@ -256,22 +274,18 @@ impl RunStore for SqliteStore {
     /// The commit is validated and encoded here, on the caller's thread, so the single
     /// writer thread only binds and writes (see `encode`).
     fn commit(&self, commit: Commit) -> StoreFuture<()> {
-        let encoded = match encode::encode(commit) {
-            Ok(encoded) => encoded,
-            Err(error) => return Box::pin(std::future::ready(Err(error))),
-        };
-        let (reply, answer) = oneshot::channel();
-        let queued = match &*self.jobs.read().unwrap_or_else(PoisonError::into_inner) {
-            Some(jobs) => jobs.send(Job::Commit(Box::new(encoded), reply)).is_ok(),
-            None => false,
-        };
+        let (waiter, answer) = oneshot::channel();
+        self.queue_commit(commit, Reply::wait(waiter));
         Box::pin(async move {
-            if !queued {
-                return Err(StoreError::Closed);
-            }
             // The writer drops the reply only when it stops without answering.
             answer.await.unwrap_or(Err(StoreError::Closed))
         })
+    }
+
+    /// Runs `done` on the writer thread after the group holding the commit, in queue
+    /// order with every other commit's reply.
+    fn commit_then(&self, commit: Commit, done: CommitDone) {
+        self.queue_commit(commit, Reply::then(done));
     }
 
     fn get_run(&self, run_id: &str) -> StoreFuture<Option<Run>> {

@@ -23,10 +23,47 @@ use super::checkpoint;
 use super::encode::{EncodedCommit, EncodedEvent, Progress};
 use super::journal::Journal;
 use super::rows::{self, Failure};
-use crate::store::StoreError;
+use crate::store::{CommitDone, StoreError};
 
-/// Where a commit's outcome is sent.
-pub(super) type Reply = oneshot::Sender<Result<(), StoreError>>;
+/// Where a commit's outcome goes. Dropped unanswered (the writer stopped first), it
+/// answers `Closed`: a waiter sees its channel close, a callback is called with it.
+pub(super) struct Reply(Option<ReplyTo>);
+
+enum ReplyTo {
+    /// A committer waiting on a future.
+    Wait(oneshot::Sender<Result<(), StoreError>>),
+    /// A callback, run on the writer thread (`RunStore::commit_then`).
+    Then(CommitDone),
+}
+
+impl Reply {
+    pub(super) fn wait(waiter: oneshot::Sender<Result<(), StoreError>>) -> Reply {
+        Reply(Some(ReplyTo::Wait(waiter)))
+    }
+
+    pub(super) fn then(done: CommitDone) -> Reply {
+        Reply(Some(ReplyTo::Then(done)))
+    }
+
+    pub(super) fn send(mut self, outcome: Result<(), StoreError>) {
+        match self.0.take() {
+            // A waiter that gave up is no reason to stop.
+            Some(ReplyTo::Wait(waiter)) => {
+                let _ = waiter.send(outcome);
+            }
+            Some(ReplyTo::Then(done)) => done(outcome),
+            None => {}
+        }
+    }
+}
+
+impl Drop for Reply {
+    fn drop(&mut self) {
+        if let Some(ReplyTo::Then(done)) = self.0.take() {
+            done(Err(StoreError::Closed));
+        }
+    }
+}
 
 /// What the writer is asked to do.
 pub(super) enum Job {
@@ -82,8 +119,7 @@ pub(super) fn run(
                 // The committer shares the run; it must hold the only reference again by
                 // the time it hears back, or its next change would copy the run.
                 drop(commit);
-                // A waiter that gave up is no reason to stop.
-                let _ = reply.send(outcome);
+                reply.send(outcome);
             }
         }
         match after_group {
