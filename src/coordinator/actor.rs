@@ -14,7 +14,7 @@ use tokio_stream::{Stream, StreamExt};
 use tracing::{debug, info, warn, Instrument};
 
 use super::messages::{CloseReason, CoordinatorError, PendingAsk, Push, WorkerInput};
-use super::outbox::{Attention, CutOff, Outbox};
+use super::outbox::{Attention, Outbox};
 use super::Shared;
 use crate::domain::{Decision, Run, StallTracker, Status, ToolCallRequest, ToolCallResponse};
 use crate::policy::CompiledProfile;
@@ -199,6 +199,11 @@ impl RunActor {
 
     async fn run_loop(mut self, mut commands: mpsc::Receiver<Command>) {
         loop {
+            // A commit issued without waiting failed: nothing more is handled.
+            if let Some(error) = self.attention.take_failure() {
+                self.stop_after_store_failure(&error);
+                break;
+            }
             let wake = self
                 .next_deadline()
                 .map(|at| self.shared.clock.instant_at(at));
@@ -241,9 +246,7 @@ impl RunActor {
             let flow = match flow {
                 Ok(flow) => flow,
                 Err(err) => {
-                    warn!(error = %err, "store write failed; the run's actor stops and is restored from the store");
-                    self.close_session(CloseReason::Internal(err.to_string()));
-                    super::restore_later(Arc::clone(&self.shared), self.run.id.clone());
+                    self.stop_after_store_failure(&err);
                     Flow::Stop
                 }
             };
@@ -432,47 +435,9 @@ impl RunActor {
         Ok(())
     }
 
-    /// Makes the change durable and sends `answers` once it is, without waiting: the
-    /// actor goes on as if the commit succeeded. If it fails, nothing it or any later
-    /// change would have sent reaches the worker (every later commit fails on the version
-    /// too), and `attention` makes the loop stop the actor as a failed `commit` would.
-    pub(super) fn commit_then_send(&mut self, answers: Vec<Push>) {
-        let (commit, events) = self.take_commit();
-        let outbox = self.session.as_ref().map(|session| {
-            let mut released = std::mem::take(&mut self.deferred);
-            released.extend(answers);
-            session.outbox.begin_commit(released);
-            Arc::clone(&session.outbox)
-        });
-        self.deferred.clear();
-        let shared = Arc::clone(&self.shared);
-        let attention = Arc::clone(&self.attention);
-        attention.begin();
-        self.shared.store.commit_then(
-            commit,
-            Box::new(move |outcome| {
-                match outcome {
-                    Ok(()) => {
-                        shared.publish(events);
-                        if outbox.is_some_and(|outbox| outbox.commit_done(true)) {
-                            attention.notify.notify_one();
-                        }
-                    }
-                    Err(error) => {
-                        if let Some(outbox) = outbox {
-                            let _ = outbox.commit_done(false);
-                        }
-                        attention.fail(error);
-                    }
-                }
-                attention.end();
-            }),
-        );
-    }
-
     /// The change as a commit, with its events for watchers; from here on the actor counts
     /// it as stored (a failed commit stops the actor).
-    fn take_commit(&mut self) -> (Commit, Vec<Arc<Event>>) {
+    pub(super) fn take_commit(&mut self) -> (Commit, Vec<Arc<Event>>) {
         if self.run.version == self.stored_version {
             // Every committed change bumps the version, even one that only appends events:
             // optimistic concurrency then also catches a second writer of the same log.
@@ -492,56 +457,12 @@ impl RunActor {
         (commit, events)
     }
 
-    /// A commit issued without waiting failed (returned, so the loop stops the actor), or
-    /// the worker was cut off while answers were released.
-    fn on_attention(&mut self) -> Result<(), StoreError> {
-        if let Some(error) = self.attention.take_failure() {
-            return Err(error);
-        }
-        let cut_off = self.session.as_ref().and_then(|s| s.outbox.take_cut_off());
-        if let Some(cut_off) = cut_off {
-            self.cut_off(cut_off);
-        }
-        Ok(())
-    }
-
-    /// Sends to the attached worker, after whatever still waits for its commit. A worker
-    /// that does not read its stream is dropped rather than allowed to stall the run; it
-    /// may re-attach.
-    pub(super) fn push(&mut self, push: Push) {
-        let Some(session) = &self.session else { return };
-        if let Err(cut_off) = session.outbox.push(push) {
-            self.cut_off(cut_off);
-        }
-    }
-
-    /// The outbox found the worker's queue full or its stream gone: the session is over.
-    fn cut_off(&mut self, cut_off: CutOff) {
-        let Some(session) = self.session.take() else {
-            return;
-        };
-        // The log says which way it ended (`run_loop` commits it).
-        let reason = if cut_off.stream_closed {
-            "stream closed"
-        } else {
-            warn!("worker does not read its stream; detaching it");
-            "worker does not read its stream"
-        };
-        let worker_id = session.worker_id;
-        self.record(
-            "run.worker.detached",
-            [("worker_id", worker_id), ("reason", reason.to_string())],
-        );
-        if !self.run.status.is_terminal() {
-            self.grace_deadline = self.shared.grace_deadline();
-        }
-    }
-
-    /// Ends the attached stream with a reason, after what still waits for its commit.
-    pub(super) fn close_session(&mut self, reason: CloseReason) {
-        if let Some(session) = self.session.take() {
-            session.outbox.close(reason);
-        }
+    /// The actor's state is ahead of the store: the worker is told, and the run comes back
+    /// from what was committed.
+    fn stop_after_store_failure(&mut self, error: &StoreError) {
+        warn!(%error, "store write failed; the run's actor stops and is restored from the store");
+        self.close_session(CloseReason::Internal(error.to_string()));
+        super::restore_later(Arc::clone(&self.shared), self.run.id.clone());
     }
 }
 

@@ -6,15 +6,17 @@
 //! only to send an answer cost about a third of the server's CPU per round trip
 //! (BENCHMARKS.md). Whatever the actor sends while such commits are in flight waits behind
 //! them, so the worker sees messages in the order the actor produced them, and never one
-//! about a change that is not durable.
+//! about a change that is not durable. The actor's side of it is here too: `push`,
+//! `commit_then_send`, the slow-worker cut-off and what the store's thread wakes it for.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use tokio::sync::Notify;
+use tracing::warn;
 
-use super::actor::Outbound;
+use super::actor::{Outbound, RunActor};
 use super::messages::{CloseReason, Push};
 use crate::store::StoreError;
 
@@ -131,8 +133,12 @@ impl Outbox {
     }
 
     /// A commit is about to be handed to the store; `answers` go out once it is durable.
+    /// After a cut-off or a failed commit they never will.
     pub fn begin_commit(&self, answers: Vec<Push>) {
-        lock(&self.state).waiting.push_back(answers);
+        let mut state = lock(&self.state);
+        if state.cut_off.is_none() && !state.failed {
+            state.waiting.push_back(answers);
+        }
     }
 
     /// The oldest commit in flight is durable (or failed: then nothing it or anything after
@@ -145,6 +151,11 @@ impl Outbox {
         if !committed {
             state.failed = true;
             state.waiting.clear();
+            return false;
+        }
+        // After a failure (a later commit can fail first, refused before it was queued)
+        // the entries no longer line up with the commits: nothing more is released.
+        if state.failed {
             return false;
         }
         if let Some(answers) = state.waiting.pop_front() {
@@ -161,18 +172,23 @@ impl Outbox {
     /// The cut-off the actor has not been told about yet.
     pub fn take_cut_off(&self) -> Option<CutOff> {
         let mut state = lock(&self.state);
+        let cut_off = state.cut_off?;
         if state.reported {
             return None;
         }
         state.reported = true;
-        state.cut_off
+        Some(cut_off)
     }
 
-    /// Ends the stream with `reason`, after whatever is still waiting for its commit.
+    /// Ends the stream with `reason`, after whatever is still waiting for its commit (at
+    /// once after a failed commit: nothing waiting will be released).
     pub fn close(&self, reason: CloseReason) {
         let mut state = lock(&self.state);
         if state.cut_off.is_some() {
             return;
+        }
+        if state.failed {
+            state.waiting.clear();
         }
         match state.waiting.back_mut() {
             Some(last) => last.push(Push::Close(reason)),
@@ -202,6 +218,175 @@ impl State {
     }
 }
 
+impl RunActor {
+    /// Makes the change durable and sends `answers` once it is, without waiting: the
+    /// actor goes on as if the commit succeeded. If it fails, nothing it or any later
+    /// change would have sent reaches the worker (every later commit fails on the version
+    /// too), and `attention` makes the loop stop the actor as a failed `commit` would.
+    pub(super) fn commit_then_send(&mut self, answers: Vec<Push>) {
+        let (commit, events) = self.take_commit();
+        let outbox = self.session.as_ref().map(|session| {
+            let mut released = std::mem::take(&mut self.deferred);
+            released.extend(answers);
+            session.outbox.begin_commit(released);
+            Arc::clone(&session.outbox)
+        });
+        self.deferred.clear();
+        // Only the event feed: a callback holding `Shared` (and through it the store) could
+        // be the store's last owner and drop it on its own writer thread.
+        let feed = self.shared.events.clone();
+        let attention = Arc::clone(&self.attention);
+        attention.begin();
+        self.shared.store.commit_then(
+            commit,
+            Box::new(move |outcome| {
+                match outcome {
+                    Ok(()) => {
+                        for event in events {
+                            // No watcher is not an error.
+                            let _ = feed.send(event);
+                        }
+                        if outbox.is_some_and(|outbox| outbox.commit_done(true)) {
+                            attention.notify.notify_one();
+                        }
+                    }
+                    Err(error) => {
+                        if let Some(outbox) = outbox {
+                            let _ = outbox.commit_done(false);
+                        }
+                        attention.fail(error);
+                    }
+                }
+                attention.end();
+            }),
+        );
+    }
+
+    /// A commit issued without waiting failed (returned, so the loop stops the actor), or
+    /// the worker was cut off while answers were released.
+    pub(super) fn on_attention(&mut self) -> Result<(), StoreError> {
+        if let Some(error) = self.attention.take_failure() {
+            return Err(error);
+        }
+        let cut_off = self.session.as_ref().and_then(|s| s.outbox.take_cut_off());
+        if let Some(cut_off) = cut_off {
+            self.cut_off(cut_off);
+        }
+        Ok(())
+    }
+
+    /// Sends to the attached worker, after whatever still waits for its commit. A worker
+    /// that does not read its stream is dropped rather than allowed to stall the run; it
+    /// may re-attach.
+    pub(super) fn push(&mut self, push: Push) {
+        let Some(session) = &self.session else { return };
+        if let Err(cut_off) = session.outbox.push(push) {
+            self.cut_off(cut_off);
+        }
+    }
+
+    /// The outbox found the worker's queue full or its stream gone: the session is over.
+    fn cut_off(&mut self, cut_off: CutOff) {
+        let Some(session) = self.session.take() else {
+            return;
+        };
+        // The log says which way it ended (`run_loop` commits it).
+        let reason = if cut_off.stream_closed {
+            "stream closed"
+        } else {
+            warn!("worker does not read its stream; detaching it");
+            "worker does not read its stream"
+        };
+        let worker_id = session.worker_id;
+        self.record(
+            "run.worker.detached",
+            [("worker_id", worker_id), ("reason", reason.to_string())],
+        );
+        if !self.run.status.is_terminal() {
+            self.grace_deadline = self.shared.grace_deadline();
+        }
+    }
+
+    /// Ends the attached stream with a reason, after what still waits for its commit.
+    pub(super) fn close_session(&mut self, reason: CloseReason) {
+        if let Some(session) = self.session.take() {
+            session.outbox.close(reason);
+        }
+    }
+}
+
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::sync::mpsc;
+
+    use super::*;
+    use crate::domain::Status;
+
+    fn heartbeat() -> Push {
+        Push::Heartbeat(Status::Running)
+    }
+
+    fn drain(rx: &mut mpsc::Receiver<Push>) -> Vec<String> {
+        let mut seen = Vec::new();
+        while let Ok(push) = rx.try_recv() {
+            seen.push(match push {
+                Push::Heartbeat(_) => "heartbeat".to_string(),
+                Push::Close(reason) => format!("close {reason:?}"),
+                other => format!("{other:?}"),
+            });
+        }
+        seen
+    }
+
+    #[test]
+    fn answers_wait_for_their_commit_and_what_follows_waits_behind_them() {
+        let (tx, mut rx) = mpsc::channel(16);
+        let outbox = Outbox::new(tx);
+        outbox.begin_commit(vec![heartbeat()]);
+        assert_eq!(outbox.push(heartbeat()), Ok(()));
+        outbox.close(CloseReason::Shutdown);
+        assert!(
+            drain(&mut rx).is_empty(),
+            "sent before the commit was durable"
+        );
+        assert!(!outbox.commit_done(true));
+        assert_eq!(drain(&mut rx), ["heartbeat", "heartbeat", "close Shutdown"]);
+    }
+
+    #[test]
+    fn a_look_before_any_cut_off_does_not_hide_a_later_one() {
+        // A stale wake-up (a cut-off of a session since replaced) finds nothing here...
+        let (tx, _rx) = mpsc::channel(2);
+        let outbox = Outbox::new(tx);
+        assert_eq!(outbox.take_cut_off(), None);
+        // ...and this session's own cut-off, while answers are released, is still reported.
+        outbox.begin_commit(vec![heartbeat(), heartbeat(), heartbeat()]);
+        assert!(outbox.commit_done(true), "the actor must be woken");
+        assert_eq!(
+            outbox.take_cut_off(),
+            Some(CutOff {
+                stream_closed: false
+            })
+        );
+        assert_eq!(outbox.take_cut_off(), None, "reported once");
+    }
+
+    #[test]
+    fn after_a_failed_commit_only_the_close_goes_out() {
+        let (tx, mut rx) = mpsc::channel(16);
+        let outbox = Outbox::new(tx);
+        outbox.begin_commit(vec![heartbeat()]);
+        // A later commit refused before it was queued fails first.
+        outbox.begin_commit(vec![heartbeat()]);
+        assert!(!outbox.commit_done(false));
+        assert!(!outbox.commit_done(true), "the earlier commit's success");
+        outbox.begin_commit(vec![heartbeat()]);
+        assert_eq!(outbox.push(heartbeat()), Ok(()));
+        outbox.close(CloseReason::Internal("disk full".into()));
+        assert_eq!(drain(&mut rx), ["close Internal(\"disk full\")"]);
+    }
 }
