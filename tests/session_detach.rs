@@ -60,12 +60,7 @@ async fn detach_event(server: &TestServer, run_id: &str) -> pb::RunEvent {
 
 #[tokio::test]
 async fn a_worker_that_does_not_read_its_stream_is_cut_off_and_the_log_says_so() {
-    // No step limit: the run must still be running when the worker is cut off.
-    let server = TestServer::with(Options {
-        policy: Some(limits_profile("unlimited", "")),
-        ..Options::default()
-    })
-    .await;
+    let server = unlimited_server().await;
     let run_id = server.start_run("unlimited").await;
     // Small HTTP/2 windows, so unread answers pile up in the server's queue quickly.
     let channel = Endpoint::from_shared(format!("http://{}", server.addr))

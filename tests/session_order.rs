@@ -51,12 +51,7 @@ fn describe(out: Out) -> String {
 
 #[tokio::test]
 async fn answers_keep_the_order_of_the_messages_that_caused_them() {
-    // No limits and no stall detection: twenty identical reads end nothing.
-    let server = TestServer::with(Options {
-        policy: Some(limits_profile("unlimited", "")),
-        ..Options::default()
-    })
-    .await;
+    let server = unlimited_server().await;
     let run_id = server.start_run("unlimited").await;
     let (mut worker, _) = Worker::attach(&server, &run_id).await;
 

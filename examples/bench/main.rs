@@ -194,39 +194,19 @@ fn main() -> anyhow::Result<()> {
         .build()?;
     let runplane_url = match &args.server {
         Some(url) => url.clone(),
-        None => {
-            let mut config = runplane::server::ServeConfig::new(dir.path().join("data"));
-            config.listen = "127.0.0.1:0".parse()?;
-            config.policy_dir = Some(policy_dir.clone());
-            let bound = servers.block_on(runplane::server::bind(config))?;
-            let addr = bound.local_addr()?;
-            servers.spawn(async move {
-                if let Err(e) = bound.serve(std::future::pending()).await {
-                    eprintln!("runplane server: {e}");
-                }
-            });
-            format!("http://{addr}")
-        }
+        None => start_runplane(&servers, &dir.path().join("data"), &policy_dir, None)?,
     };
     let echo_url = format!("http://{}", servers.block_on(echo::serve())?);
     // The same server on a store that keeps nothing: only next to an in-process runplane,
     // whose store it stands in for.
     let null_store_url = match &args.server {
         Some(_) => None,
-        None => {
-            let mut config = runplane::server::ServeConfig::new(dir.path().join("null-store"));
-            config.listen = "127.0.0.1:0".parse()?;
-            config.policy_dir = Some(policy_dir.clone());
-            let store = std::sync::Arc::new(null_store::NullStore);
-            let bound = servers.block_on(runplane::server::bind_with_store(config, store))?;
-            let addr = bound.local_addr()?;
-            servers.spawn(async move {
-                if let Err(e) = bound.serve(std::future::pending()).await {
-                    eprintln!("runplane server on the null store: {e}");
-                }
-            });
-            Some(format!("http://{addr}"))
-        }
+        None => Some(start_runplane(
+            &servers,
+            &dir.path().join("null-store"),
+            &policy_dir,
+            Some(std::sync::Arc::new(null_store::NullStore)),
+        )?),
     };
 
     let client = tokio::runtime::Builder::new_multi_thread()
@@ -257,6 +237,33 @@ fn main() -> anyhow::Result<()> {
             .with_context(|| format!("write {}", path.display()))?;
     }
     Ok(())
+}
+
+/// Starts a runplane server on a loopback port of the servers' runtime, on `store` or
+/// (`None`) on SQLite in `data_dir`, and returns its URL.
+fn start_runplane(
+    servers: &tokio::runtime::Runtime,
+    data_dir: &std::path::Path,
+    policy_dir: &std::path::Path,
+    store: Option<std::sync::Arc<dyn runplane::store::RunStore>>,
+) -> anyhow::Result<String> {
+    let mut config = runplane::server::ServeConfig::new(data_dir);
+    config.listen = "127.0.0.1:0".parse()?;
+    config.policy_dir = Some(policy_dir.to_path_buf());
+    let bound = servers.block_on(async {
+        match store {
+            Some(store) => runplane::server::bind_with_store(config, store).await,
+            None => runplane::server::bind(config).await,
+        }
+    })?;
+    let addr = bound.local_addr()?;
+    let name = data_dir.display().to_string();
+    servers.spawn(async move {
+        if let Err(e) = bound.serve(std::future::pending()).await {
+            eprintln!("runplane server ({name}): {e}");
+        }
+    });
+    Ok(format!("http://{addr}"))
 }
 
 /// Everything measured.
@@ -296,37 +303,18 @@ async fn measure(
         &format!("echo: {:.0} round trips/s", echo_max.round_trips_per_sec()),
     );
 
-    progress(args, &format!("runplane: starting {c} runs and sessions"));
-    let channels = load::connect(runplane_url, k).await?;
-    let sessions = load::open_sessions(&channels, Target::Runplane, "bench", c).await?;
-    let (sessions, _) = load::run_phase(sessions, Mode::PingPong, warmup).await?;
-    let (sessions, runplane_max) = load::run_phase(sessions, Mode::PingPong, duration).await?;
-    progress(
-        args,
-        &format!(
-            "runplane: {:.0} round trips/s",
-            runplane_max.round_trips_per_sec()
-        ),
-    );
+    let (sessions, runplane_max) =
+        runplane_max_rate(args, settings, runplane_url, "runplane").await?;
     let null_store_max = match null_store_url {
-        Some(url) => {
-            progress(
+        Some(url) => Some(
+            runplane_max_rate(
                 args,
-                &format!("runplane on a store that keeps nothing: {c} sessions"),
-            );
-            let channels = load::connect(url, k).await?;
-            let null = load::open_sessions(&channels, Target::Runplane, "bench", c).await?;
-            let (null, _) = load::run_phase(null, Mode::PingPong, warmup).await?;
-            let (null, null_max) = load::run_phase(null, Mode::PingPong, duration).await?;
-            progress(
-                args,
-                &format!(
-                    "runplane on a store that keeps nothing: {:.0} round trips/s",
-                    null_max.round_trips_per_sec()
-                ),
-            );
-            Some((null, null_max))
-        }
+                settings,
+                url,
+                "runplane on a store that keeps nothing",
+            )
+            .await?,
+        ),
         None => None,
     };
     let (null_sessions, null_store_max) = null_store_max.unzip();
@@ -373,6 +361,29 @@ async fn measure(
         idle,
         store,
     })
+}
+
+/// Opens the sessions on a runplane server and measures its ping-pong (maximum) rate; the
+/// sessions are returned for the open loop.
+async fn runplane_max_rate(
+    args: &Args,
+    settings: &Settings,
+    url: &str,
+    name: &str,
+) -> anyhow::Result<(Vec<load::Session>, load::PhaseResult)> {
+    let (c, k) = (settings.sessions, settings.connections);
+    progress(args, &format!("{name}: starting {c} runs and sessions"));
+    let channels = load::connect(url, k).await?;
+    let sessions = load::open_sessions(&channels, Target::Runplane, "bench", c).await?;
+    let warmup = Duration::from_secs_f64(settings.warmup_secs);
+    let (sessions, _) = load::run_phase(sessions, Mode::PingPong, warmup).await?;
+    let duration = Duration::from_secs_f64(settings.duration_secs);
+    let (sessions, max) = load::run_phase(sessions, Mode::PingPong, duration).await?;
+    progress(
+        args,
+        &format!("{name}: {:.0} round trips/s", max.round_trips_per_sec()),
+    );
+    Ok((sessions, max))
 }
 
 fn progress(args: &Args, message: &str) {

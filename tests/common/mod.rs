@@ -352,6 +352,16 @@ pub fn status(run: &pb::Run) -> pb::RunStatus {
 }
 
 /// A profile with small limits, for tests that end runs by limit, stall or time.
+/// A server whose profile `unlimited` has no limits and no stall detection: long scripted
+/// runs end nothing.
+pub async fn unlimited_server() -> TestServer {
+    TestServer::with(Options {
+        policy: Some(limits_profile("unlimited", "")),
+        ..Options::default()
+    })
+    .await
+}
+
 pub fn limits_profile(name: &str, extra: &str) -> String {
     format!(
         r#"
