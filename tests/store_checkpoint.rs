@@ -3,6 +3,7 @@
 
 mod store_common;
 
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -52,4 +53,27 @@ async fn the_wal_starts_over_while_commits_keep_coming() {
         "the WAL grew to {} MiB with a 1 MiB limit",
         largest / MIB
     );
+}
+
+/// Operators find the store's threads in `top -H` and `perf` by name, and Linux keeps only
+/// the first 15 bytes of it: the writer and the checkpointer must differ within those.
+#[cfg(target_os = "linux")]
+#[tokio::test(flavor = "multi_thread")]
+async fn the_writer_and_checkpointer_threads_are_told_apart_by_name() {
+    let (_dir, _store) = fresh();
+    let wanted = ["rp-store-writer", "rp-store-ckpt"];
+    let mut names = HashSet::new();
+    // A thread names itself once it runs, which may be just after `open` returns.
+    for _ in 0..200 {
+        names = std::fs::read_dir("/proc/self/task")
+            .unwrap()
+            .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("comm")).ok())
+            .map(|comm| comm.trim().to_string())
+            .collect::<HashSet<_>>();
+        if wanted.iter().all(|name| names.contains(*name)) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("expected threads {wanted:?}, found {names:?}");
 }

@@ -13,7 +13,7 @@ use std::time::Duration;
 /// The thread groups of the bench process, by thread name prefix.
 const GROUPS: [(&str, &str); 3] = [
     ("bench-server", "server"),
-    ("runplane-store", "store"),
+    ("rp-store", "store"),
     ("bench-client", "client"),
 ];
 
@@ -87,6 +87,14 @@ impl CpuSplit {
     pub fn total_micros_per(&self, round_trips: u64) -> f64 {
         let spent: Duration = self.by_group.values().sum();
         spent.as_secs_f64() * 1e6 / round_trips.max(1) as f64
+    }
+
+    /// Cores kept busy over `elapsed`, all groups together: how close a phase came to
+    /// the machine's limit (2 on the machine of BENCHMARKS.md), where waiting for a core
+    /// starts to show in the latency.
+    pub fn cores_busy(&self, elapsed: Duration) -> f64 {
+        let spent: Duration = self.by_group.values().sum();
+        spent.as_secs_f64() / elapsed.as_secs_f64().max(1e-9)
     }
 
     /// Whether anything was measured (schedstat present).

@@ -55,6 +55,7 @@ fn cpu_json(p: &PhaseResult) -> Value {
         "store": p.cpu.micros_per("store", n),
         "client": p.cpu.micros_per("client", n),
         "total": p.cpu.total_micros_per(n),
+        "cores_busy": p.cpu.cores_busy(p.elapsed),
     })
 }
 
@@ -196,9 +197,12 @@ fn cpu_table(out: &mut String, f: &Figures) {
     };
     out.push_str(
         "\nCPU per round trip, µs (thread run time from `/proc/self/task/*/schedstat`; \
-         `server` is the servers' runtime, `store` the SQLite writer and checkpointer):\n\n",
+         `server` is the servers' runtime, `store` the SQLite writer and checkpointer; \
+         `cores busy` is all of it over the phase's duration):\n\n",
     );
-    out.push_str("| load | server | store | client | total |\n|---|---|---|---|---|\n");
+    out.push_str(
+        "| load | server | store | client | total | cores busy |\n|---|---|---|---|---|---|\n",
+    );
     let phases = [
         ("echo, ping-pong", Some(&f.echo_max)),
         ("runplane, ping-pong", Some(&f.runplane_max)),
@@ -211,11 +215,12 @@ fn cpu_table(out: &mut String, f: &Figures) {
         let n = p.round_trips();
         let _ = writeln!(
             out,
-            "| {name} | {:.1} | {:.1} | {:.1} | {:.1} |",
+            "| {name} | {:.1} | {:.1} | {:.1} | {:.1} | {:.2} |",
             p.cpu.micros_per("server", n),
             p.cpu.micros_per("store", n),
             p.cpu.micros_per("client", n),
             p.cpu.total_micros_per(n),
+            p.cpu.cores_busy(p.elapsed),
         );
     }
     let _ = writeln!(

@@ -165,7 +165,7 @@ impl SqliteStore {
         let checkpoint_jobs = jobs.clone();
         let max_batch = options.max_batch.max(1);
         let journal = journal::Journal::new(options.journal_segment_rows);
-        let writer = spawn("runplane-store-writer", move || {
+        let writer = spawn(WRITER_THREAD, move || {
             writer::run(conn, queue, max_batch, journal)
         })?;
         // From here on, dropping `store` on an error shuts down what already started.
@@ -183,7 +183,7 @@ impl SqliteStore {
         let (stop, stopped) = mpsc::channel();
         let interval = options.checkpoint_interval;
         let wal_size_limit = options.wal_size_limit;
-        let checkpointer = spawn("runplane-store-checkpoint", move || {
+        let checkpointer = spawn(CHECKPOINT_THREAD, move || {
             checkpoint::run(
                 checkpoint_conn,
                 database,
@@ -341,6 +341,12 @@ fn lock_file(path: &Path) -> Result<File, StoreError> {
         ))),
     }
 }
+
+/// The store's thread names, as `top -H`, `perf` and `/proc/PID/task/*/comm` show them.
+/// Linux keeps 15 bytes of a thread's name, so longer names that share a prefix (the
+/// former `runplane-store-writer` and `runplane-store-checkpoint`) look the same there.
+const WRITER_THREAD: &str = "rp-store-writer";
+const CHECKPOINT_THREAD: &str = "rp-store-ckpt";
 
 /// Starts a named thread.
 fn spawn(name: &str, body: impl FnOnce() + Send + 'static) -> Result<JoinHandle<()>, StoreError> {
