@@ -5,6 +5,12 @@ use runplane::policy::{ProfileRegistry, ToolCall};
 use std::hint::black_box;
 use std::time::Duration;
 
+/// The allocator the `runplane` binary ships with (`src/main.rs`): evaluation allocates a
+/// few dozen small strings and vectors, so the system's malloc would measure something
+/// the server does not run.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn evaluation(c: &mut Criterion) {
     let registry = ProfileRegistry::builtin();
     let Some(safe) = registry.get("headless-safe-sandbox") else {
