@@ -3,7 +3,6 @@
 
 mod store_common;
 
-use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -62,14 +61,14 @@ async fn the_wal_starts_over_while_commits_keep_coming() {
 async fn the_writer_and_checkpointer_threads_are_told_apart_by_name() {
     let (_dir, _store) = fresh();
     let wanted = ["rp-store-writer", "rp-store-ckpt"];
-    let mut names = HashSet::new();
+    let mut names = std::collections::HashSet::new();
     // A thread names itself once it runs, which may be just after `open` returns.
     for _ in 0..200 {
         names = std::fs::read_dir("/proc/self/task")
             .unwrap()
             .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("comm")).ok())
             .map(|comm| comm.trim().to_string())
-            .collect::<HashSet<_>>();
+            .collect();
         if wanted.iter().all(|name| names.contains(*name)) {
             return;
         }
