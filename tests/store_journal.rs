@@ -368,3 +368,30 @@ async fn a_stall_tracker_moves_with_its_segment() {
     assert_eq!(live.run, run);
     assert_eq!(live.stall, Some(at_four));
 }
+
+/// Reading one run walks its journal rows from the newest: the newest tracker can sit
+/// behind newer rows without one, and only the journal holds it.
+#[tokio::test(flavor = "multi_thread")]
+async fn one_run_read_finds_the_newest_tracker_behind_newer_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open_small(dir.path(), 1_000);
+    let mut run = new_run("run-1", "task", "proj", "agent", at(0));
+    store.commit(create(&run, vec![])).await.unwrap();
+    let mut tracker = StallTracker::new(5);
+    for seq in 1..=5 {
+        tracker.record_step("Bash", true, &format!("output {seq}"));
+        let stall = (seq <= 2).then(|| tracker.clone());
+        store
+            .commit(change(&mut run, vec![event("run-1", seq, "step")], stall))
+            .await
+            .unwrap();
+    }
+    let mut at_two = StallTracker::new(5);
+    for seq in 1..=2 {
+        at_two.record_step("Bash", true, &format!("output {seq}"));
+    }
+    assert_eq!(progress_row(dir.path(), 1), (1, None), "all in the journal");
+    let live = store.live_run("run-1").await.unwrap().unwrap();
+    assert_eq!((&live.run, live.stall.as_ref()), (&run, Some(&at_two)));
+    assert_eq!(store.get_run("run-1").await.unwrap(), Some(run));
+}

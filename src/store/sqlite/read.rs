@@ -296,14 +296,58 @@ impl Pending {
 }
 
 /// Reads the journal's newest progress of one run, or of every run. The journal has no
-/// index, so this is a scan of it (at most two segments of rows).
+/// index: every run's is a scan of it (at most two segments of rows), one run's a walk
+/// from its end.
 fn journal_progress(conn: &Connection, only: Option<i64>) -> rusqlite::Result<Pending> {
+    match only {
+        Some(run_no) => run_journal_progress(conn, run_no),
+        None => all_journal_progress(conn),
+    }
+}
+
+/// One run's newest progress and stall tracker: its newest journal rows that carry them.
+/// A run's rows are appended in commit order with rising versions, and a row with a stall
+/// tracker always carries progress too, so one walk backwards from the journal's end,
+/// through the rows with progress, finds both and stops at the first tracker: for a run
+/// that is working they are near the end, and `GetRun` reads a few pages instead of the
+/// whole journal. A run without a tracker there still costs one scan.
+fn run_journal_progress(conn: &Connection, run_no: i64) -> rusqlite::Result<Pending> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT version, step_count, cost_usd, updated_at, stall_json FROM event_journal
+         WHERE run_no = ?1 AND version IS NOT NULL ORDER BY id DESC",
+    )?;
+    let mut rows = stmt.query([run_no])?;
+    let mut newest = None;
+    let mut stall = None;
+    while let Some(row) = rows.next()? {
+        let version: i64 = row.get(0)?;
+        if newest.is_none() {
+            newest = Some(ProgressRow {
+                version,
+                step_count: row.get(1)?,
+                cost_usd: row.get(2)?,
+                updated_at: row.get(3)?,
+            });
+        }
+        if let Some(stall_json) = row.get::<_, Option<String>>(4)? {
+            stall = Some((version, stall_json));
+            break;
+        }
+    }
+    Ok(Pending {
+        progress: newest.map(|p| (run_no, p)).into_iter().collect(),
+        stalls: stall.map(|s| (run_no, s)).into_iter().collect(),
+    })
+}
+
+/// Every run's newest progress and stall tracker, in one pass over the journal each.
+fn all_journal_progress(conn: &Connection) -> rusqlite::Result<Pending> {
     let mut pending = Pending::default();
     let mut stmt = conn.prepare_cached(
         "SELECT run_no, max(version), step_count, cost_usd, updated_at FROM event_journal
-         WHERE version IS NOT NULL AND (?1 IS NULL OR run_no = ?1) GROUP BY run_no",
+         WHERE version IS NOT NULL GROUP BY run_no",
     )?;
-    let rows = stmt.query_map([only], |r| {
+    let rows = stmt.query_map([], |r| {
         Ok((
             r.get::<_, i64>(0)?,
             ProgressRow {
@@ -320,11 +364,9 @@ fn journal_progress(conn: &Connection, only: Option<i64>) -> rusqlite::Result<Pe
     }
     let mut stmt = conn.prepare_cached(
         "SELECT run_no, max(version), stall_json FROM event_journal
-         WHERE stall_json IS NOT NULL AND (?1 IS NULL OR run_no = ?1) GROUP BY run_no",
+         WHERE stall_json IS NOT NULL GROUP BY run_no",
     )?;
-    let rows = stmt.query_map([only], |r| {
-        Ok((r.get::<_, i64>(0)?, (r.get(1)?, r.get(2)?)))
-    })?;
+    let rows = stmt.query_map([], |r| Ok((r.get::<_, i64>(0)?, (r.get(1)?, r.get(2)?))))?;
     for row in rows {
         let (run_no, stall) = row?;
         pending.stalls.insert(run_no, stall);
