@@ -88,6 +88,11 @@ pub fn json(settings: &Settings, f: &Figures) -> Value {
         "null_store_p99_ms_at_half": f.null_store_half.as_ref().map(|p| ms(&p.decision_ns, 0.99)),
         "store_commits_per_sec": f.store.commits_per_sec(),
         "store_commit_p99_ms": ms(&f.store.latency_ns, 0.99),
+        "store_reads_us": {
+            "get_run_working": f.store.reads.get_working_us,
+            "get_run_quiet": f.store.reads.get_quiet_us,
+            "list_runs_50": f.store.reads.list_page_us,
+        },
         "settings": settings,
         "runplane_max": phase(&f.runplane_max),
         "runplane_half": phase(&f.runplane_half),
@@ -234,12 +239,18 @@ fn cpu_table(out: &mut String, f: &Figures) {
 pub fn store_line(s: &crate::store::StoreResult) -> String {
     format!(
         "Store alone: {} committers (run update + one event each, each awaited): \
-         **{:.0} commits/s**, commit latency p50 {:.2} ms, p99 {:.2} ms, p99.9 {:.2} ms",
+         **{:.0} commits/s**, commit latency p50 {:.2} ms, p99 {:.2} ms, p99.9 {:.2} ms. \
+         Reads right after it, one at a time (mean of 100): `get_run` of a run that was \
+         committing {:.0} µs, of a run with nothing left in the journal {:.0} µs; \
+         `list_runs` of 50 {:.0} µs",
         s.committers,
         s.commits_per_sec(),
         ms(&s.latency_ns, 0.5),
         ms(&s.latency_ns, 0.99),
-        ms(&s.latency_ns, 0.999)
+        ms(&s.latency_ns, 0.999),
+        s.reads.get_working_us,
+        s.reads.get_quiet_us,
+        s.reads.list_page_us,
     )
 }
 

@@ -11,7 +11,9 @@ use std::time::Duration;
 use chrono::Utc;
 use hdrhistogram::Histogram;
 use runplane::domain::{Run, StallTracker, StartRequest, Status};
-use runplane::store::{Commit, Event, RunStore, SqliteStore, SqliteStoreOptions};
+use runplane::store::{
+    Commit, Event, RunQuery, RunStore, SqliteStore, SqliteStoreOptions, StoreError,
+};
 use tokio::time::Instant;
 
 /// What the store phase measured.
@@ -24,6 +26,20 @@ pub struct StoreResult {
     pub elapsed: Duration,
     /// Commit latency, nanoseconds.
     pub latency_ns: Histogram<u64>,
+    /// Reads right after the phase, with the journal as the committers left it.
+    pub reads: ReadCosts,
+}
+
+/// Mean time of the operator's reads, microseconds. Reads that need a run's progress
+/// merge what the event journal holds, which has no index (docs/STORE.md).
+pub struct ReadCosts {
+    /// `get_run` of a run that was committing until the end: its journal rows are the
+    /// newest.
+    pub get_working_us: f64,
+    /// `get_run` of a run with no rows left in the journal: the whole journal is read.
+    pub get_quiet_us: f64,
+    /// `list_runs` of a page of 50.
+    pub list_page_us: f64,
 }
 
 impl StoreResult {
@@ -38,20 +54,19 @@ pub async fn run(dir: &Path, committers: usize, duration: Duration) -> anyhow::R
     let store: Arc<dyn RunStore> = Arc::new(SqliteStore::open(SqliteStoreOptions::new(
         dir.join("store-bench.db"),
     ))?);
-    let mut runs = Vec::with_capacity(committers);
+    let mut runs: Vec<Arc<Run>> = Vec::with_capacity(committers);
+    let quiet = new_run(committers);
+    store
+        .commit(Commit {
+            run: Arc::new(quiet.clone()),
+            expected_version: None,
+            events: vec![event(&quiet.id, 1, "run.created", 0)],
+            stall: Some(StallTracker::new(5)),
+        })
+        .await?;
     for i in 0..committers {
         let now = Utc::now();
-        let mut run = Run::new(
-            format!("0197a000-0000-7000-8000-{i:012}"),
-            StartRequest {
-                task_id: format!("bench-task-{}", i % 100),
-                agent_id: "bench-agent".into(),
-                project_id: "bench".into(),
-                ..Default::default()
-            },
-            "bench".into(),
-            now,
-        );
+        let mut run = new_run(i);
         store
             .commit(Commit {
                 run: Arc::new(run.clone()),
@@ -74,6 +89,7 @@ pub async fn run(dir: &Path, committers: usize, duration: Duration) -> anyhow::R
     }
     let start = Instant::now();
     let deadline = start + duration;
+    let working = runs.last().map(|run| run.id.clone()).unwrap_or_default();
     let mut tasks = Vec::with_capacity(committers);
     for run in runs {
         let store = Arc::clone(&store);
@@ -85,12 +101,51 @@ pub async fn run(dir: &Path, committers: usize, duration: Duration) -> anyhow::R
             latency_ns.saturating_record(ns);
         }
     }
+    let reads = ReadCosts {
+        get_working_us: mean_us(|| store.get_run(&working)).await?,
+        get_quiet_us: mean_us(|| store.get_run(&quiet.id)).await?,
+        list_page_us: mean_us(|| {
+            store.list_runs(RunQuery {
+                limit: 50,
+                ..RunQuery::default()
+            })
+        })
+        .await?,
+    };
     Ok(StoreResult {
         committers,
         commits: latency_ns.len(),
         elapsed: duration,
         latency_ns,
+        reads,
     })
+}
+
+/// Reads one after another, as an operator's dashboard would; the mean of 100.
+async fn mean_us<T, F: std::future::Future<Output = Result<T, StoreError>>>(
+    mut read: impl FnMut() -> F,
+) -> anyhow::Result<f64> {
+    const READS: u32 = 100;
+    let start = Instant::now();
+    for _ in 0..READS {
+        read().await?;
+    }
+    Ok(start.elapsed().as_secs_f64() * 1e6 / f64::from(READS))
+}
+
+/// The `i`-th bench run, created now.
+fn new_run(i: usize) -> Run {
+    Run::new(
+        format!("0197a000-0000-7000-8000-{i:012}"),
+        StartRequest {
+            task_id: format!("bench-task-{}", i % 100),
+            agent_id: "bench-agent".into(),
+            project_id: "bench".into(),
+            ..Default::default()
+        },
+        "bench".into(),
+        Utc::now(),
+    )
 }
 
 async fn commit_loop(
