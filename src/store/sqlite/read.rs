@@ -296,8 +296,8 @@ impl Pending {
 }
 
 /// Reads the journal's newest progress of one run, or of every run. The journal has no
-/// index: every run's is a scan of it (at most two segments of rows), one run's a walk
-/// from its end.
+/// index: every run's is a scan of it (two segments of rows, more right after a burst),
+/// one run's a walk from its end.
 fn journal_progress(conn: &Connection, only: Option<i64>) -> rusqlite::Result<Pending> {
     match only {
         Some(run_no) => run_journal_progress(conn, run_no),
