@@ -28,8 +28,8 @@ impl Drop for Locked {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_decision_that_could_not_be_committed_is_never_sent() {
+/// A run with a worker attached whose first call, a Read of `a` as `c1`, was allowed.
+async fn one_call_allowed() -> (TestServer, String, Worker) {
     let server = TestServer::start().await;
     let run_id = server.start_run("headless-safe-sandbox").await;
     let (mut worker, _) = Worker::attach(&server, &run_id).await;
@@ -37,6 +37,12 @@ async fn a_decision_that_could_not_be_committed_is_never_sent() {
         decision(&worker.call("c1", "Read", "", "a").await),
         pb::Decision::Allow
     );
+    (server, run_id, worker)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_decision_that_could_not_be_committed_is_never_sent() {
+    let (server, run_id, mut worker) = one_call_allowed().await;
 
     let lock = tokio::task::block_in_place(|| lock_database(&server));
     worker
@@ -71,13 +77,7 @@ async fn a_decision_that_could_not_be_committed_is_never_sent() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_result_that_could_not_be_committed_is_never_acknowledged() {
-    let server = TestServer::start().await;
-    let run_id = server.start_run("headless-safe-sandbox").await;
-    let (mut worker, _) = Worker::attach(&server, &run_id).await;
-    assert_eq!(
-        decision(&worker.call("c1", "Read", "", "a").await),
-        pb::Decision::Allow
-    );
+    let (server, run_id, mut worker) = one_call_allowed().await;
 
     let lock = tokio::task::block_in_place(|| lock_database(&server));
     worker

@@ -56,24 +56,10 @@ pub async fn run(dir: &Path, committers: usize, duration: Duration) -> anyhow::R
     ))?);
     let mut runs: Vec<Arc<Run>> = Vec::with_capacity(committers);
     let quiet = new_run(committers);
-    store
-        .commit(Commit {
-            run: Arc::new(quiet.clone()),
-            expected_version: None,
-            events: vec![event(&quiet.id, 1, "run.created", 0)],
-            stall: Some(StallTracker::new(5)),
-        })
-        .await?;
+    store.commit(creation(&quiet)).await?;
     for i in 0..committers {
         let mut run = new_run(i);
-        store
-            .commit(Commit {
-                run: Arc::new(run.clone()),
-                expected_version: None,
-                events: vec![event(&run.id, 1, "run.created", 0)],
-                stall: Some(StallTracker::new(5)),
-            })
-            .await?;
+        store.commit(creation(&run)).await?;
         let expected = run.version;
         run.transition(Status::Running, Utc::now())?;
         store
@@ -132,6 +118,16 @@ async fn mean_us<T, F: std::future::Future<Output = Result<T, StoreError>>>(
         read().await?;
     }
     Ok(start.elapsed().as_secs_f64() * 1e6 / f64::from(READS))
+}
+
+/// The commit that creates `run`, as the coordinator's first one.
+fn creation(run: &Run) -> Commit {
+    Commit {
+        run: Arc::new(run.clone()),
+        expected_version: None,
+        events: vec![event(&run.id, 1, "run.created", 0)],
+        stall: Some(StallTracker::new(5)),
+    }
 }
 
 /// The `i`-th bench run, created now.
