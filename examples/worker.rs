@@ -260,6 +260,7 @@ impl Session {
             tool: tool.into(),
             command: command.into(),
             path: path.into(),
+            resolved_path: String::new(),
         }))
         .await?;
         let mut decision = self.decision(call_id).await?;

@@ -22,6 +22,7 @@ fn request(run_id: &str, call_id: &str, tool: &str) -> In {
         tool: tool.into(),
         command: String::new(),
         path: String::new(),
+        resolved_path: String::new(),
     })
 }
 

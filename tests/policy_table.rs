@@ -210,6 +210,7 @@ fn presets_decide_as_the_table_says() {
             command,
             path,
             workspace_root: (!root.is_empty()).then_some(root),
+            ..Default::default()
         };
         let verdict = profile(&registry, name).evaluate(&call);
         let ok = match expected {

@@ -209,12 +209,17 @@ fn tool_calls_round_trip_and_refuse_bad_fields() {
         call_id: "c".into(),
         tool: "Bash".into(),
         command: "git status".into(),
-        path: String::new(),
+        path: "link/passwd".into(),
+        resolved_path: "/etc/passwd".into(),
     };
     assert_eq!(
         ToolCallRequest::try_from(pb::ToolCallRequest::from(&req)),
         Ok(req.clone())
     );
+    // The resolved path ends up in the log like `path`: capped the same way.
+    let mut bad = pb::ToolCallRequest::from(&req);
+    bad.resolved_path = "x".repeat(64 * 1024 + 1);
+    expect_field(ToolCallRequest::try_from(bad), "resolved_path");
     let mut bad = pb::ToolCallRequest::from(&req);
     bad.call_id.clear();
     expect_field(ToolCallRequest::try_from(bad), "call_id");

@@ -139,6 +139,7 @@ impl RawWorker {
             tool: tool.into(),
             command: command.into(),
             path: path.into(),
+            resolved_path: String::new(),
         });
         match self.send(request).await {
             Out::ToolCallResponse(r) => r.decision,

@@ -370,6 +370,7 @@ async fn drive(
                 tool: step.tool.into(),
                 command: step.command.into(),
                 path: step.path.into(),
+                resolved_path: String::new(),
             })))
             .await?;
         let response = match next(&mut session.rx).await? {

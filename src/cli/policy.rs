@@ -60,13 +60,19 @@ pub struct CheckArgs {
     /// The file the tool works on.
     #[arg(long, default_value = "")]
     pub path: String,
+    /// The path as the worker's filesystem resolves it (symlinks followed); judged with
+    /// `--path`, the stricter decision wins. Left out, with a `--path` and a `--workspace`
+    /// that exists on this machine, it is resolved here.
+    #[arg(long, value_name = "PATH", default_value = "")]
+    pub resolved_path: String,
     /// The run's workspace root; relative paths are taken from the current directory.
     #[arg(long, value_name = "DIR")]
     pub workspace: Option<PathBuf>,
     /// Where custom profiles come from.
     #[command(flatten)]
     pub source: PolicySource,
-    /// Print `{"decision", "reason", "rule_index", "part", "profile"}` as JSON.
+    /// Print `{"decision", "reason", "rule_index", "part", "profile", "resolved_path"}` as
+    /// JSON.
     #[arg(long)]
     pub json: bool,
 }
@@ -161,10 +167,17 @@ fn check(args: CheckArgs, out: &mut dyn Write) -> anyhow::Result<()> {
     let registry = load(&args.source)?;
     let profile = lookup(&registry, &args.profile)?;
     let workspace = args.workspace.as_deref().map(absolute).transpose()?;
+    let resolved_path = match &workspace {
+        Some(root) if args.resolved_path.is_empty() && !args.path.is_empty() => {
+            resolve_here(Path::new(root), &args.path).unwrap_or_default()
+        }
+        _ => args.resolved_path.clone(),
+    };
     let call = ToolCall {
         tool: &args.tool,
         command: &args.command,
         path: &args.path,
+        resolved_path: &resolved_path,
         workspace_root: workspace.as_deref(),
     };
     let verdict = profile.evaluate(&call);
@@ -176,6 +189,7 @@ fn check(args: CheckArgs, out: &mut dyn Write) -> anyhow::Result<()> {
             "rule_index": rule_index,
             "part": verdict.part,
             "profile": args.profile,
+            "resolved_path": resolved_path,
         });
         writeln!(out, "{body}")?;
     } else {
@@ -192,4 +206,43 @@ fn absolute(dir: &Path) -> anyhow::Result<String> {
     path.to_str()
         .map(str::to_string)
         .ok_or_else(|| anyhow!("--workspace: {} is not valid UTF-8", path.display()))
+}
+
+/// `path` as this machine's filesystem resolves it under the workspace `root` (absolute),
+/// as a worker would send it: symlinks followed. A file that does not exist yet (a write)
+/// is resolved through its parent directory. `None` when the workspace does not exist
+/// here, or neither the file nor its parent does.
+///
+/// A resolved path inside the real workspace is given under `root` as written, so that a
+/// workspace reached through a symlink itself (`/tmp` -> `/private/tmp` on macOS) does not
+/// put every file outside it.
+fn resolve_here(root: &Path, path: &str) -> Option<String> {
+    let real_root = std::fs::canonicalize(root).ok()?;
+    let real = real_path(root.join(path))?;
+    let shown = match real.strip_prefix(&real_root) {
+        Ok(rest) => root.join(rest),
+        Err(_) => real,
+    };
+    shown.to_str().map(str::to_string)
+}
+
+/// `path` with every symlink followed, also when the file itself does not exist.
+fn real_path(mut path: PathBuf) -> Option<PathBuf> {
+    // As many hops as Linux follows before ELOOP.
+    for _ in 0..40 {
+        if let Ok(real) = std::fs::canonicalize(&path) {
+            return Some(real);
+        }
+        match std::fs::read_link(&path) {
+            // A dangling symlink: writing through it creates its target, so the target is
+            // what the call touches (an absolute target replaces the parent in `join`).
+            Ok(target) => path = path.parent()?.join(target),
+            // A file still to be created: its directory decides where it lands.
+            Err(_) => {
+                let parent = std::fs::canonicalize(path.parent()?).ok()?;
+                return Some(parent.join(path.file_name()?));
+            }
+        }
+    }
+    None
 }

@@ -92,6 +92,8 @@ pub(super) struct CallState {
     pub command: String,
     /// The path, for listing pending asks.
     pub path: String,
+    /// The worker-resolved path, for listing pending asks and telling repeats apart.
+    pub resolved_path: String,
     /// The current decision: ask while pending, else final.
     pub decision: Decision,
     /// Why, as sent to the worker.
@@ -113,6 +115,7 @@ impl CallState {
                 tool: self.tool.clone(),
                 command: self.command.clone(),
                 path: self.path.clone(),
+                resolved_path: self.resolved_path.clone(),
             },
             reason: self.reason.clone(),
             asked_at: wait.asked_at,

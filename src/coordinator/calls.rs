@@ -1,12 +1,12 @@
 //! Tool calls and their results: decisions, step counting, limits, the stall tracker.
 
 use chrono::TimeDelta;
-use tracing::debug;
+use tracing::{debug, warn};
 
 use super::actor::{AskWait, CallState, RunActor};
 use super::messages::{Push, SessionError};
 use crate::domain::{Decision, Status, ToolCallRequest, ToolCallResponse, ToolCallResult};
-use crate::policy::ToolCall;
+use crate::policy::{evaluate_off_runtime, ToolCall};
 use crate::store::StoreError;
 
 impl RunActor {
@@ -25,6 +25,7 @@ impl RunActor {
             let push = if call.tool == request.tool
                 && call.command == request.command
                 && call.path == request.path
+                && call.resolved_path == request.resolved_path
             {
                 Push::Decision(self.response(&request.call_id, call.decision, call.reason.clone()))
             } else {
@@ -51,12 +52,23 @@ impl RunActor {
             return Ok(());
         }
         let workspace_root = self.session.as_ref().and_then(|s| s.workspace_root.clone());
-        let verdict = self.profile.evaluate(&ToolCall {
+        let call = ToolCall {
             tool: &request.tool,
             command: &request.command,
             path: &request.path,
+            resolved_path: &request.resolved_path,
             workspace_root: workspace_root.as_deref(),
-        });
+        };
+        // A long line is judged on the blocking pool so that it cannot stall the runtime's
+        // threads (every other session on them); awaiting it here keeps the session's
+        // messages in order. A judge that fails denies: it never allows, never crashes.
+        let verdict = match evaluate_off_runtime(&self.profile, &call).await {
+            Ok(verdict) => verdict,
+            Err(failed) => {
+                warn!(call_id = %request.call_id, tool = %request.tool, "{failed}; denied");
+                failed.deny()
+            }
+        };
         let now = self.shared.clock.now();
         let run = self.run_mut();
         run.step_count = run.step_count.saturating_add(1);
@@ -101,6 +113,9 @@ impl RunActor {
                 ("tool", request.tool.clone()),
                 ("command", request.command.clone()),
                 ("path", request.path.clone()),
+                // Recorded only when given (empty attributes are dropped): the log shows
+                // which real file a call was decided for.
+                ("resolved_path", request.resolved_path.clone()),
                 ("decision", decision.to_string()),
                 ("reason", reason.clone()),
                 (
@@ -127,6 +142,7 @@ impl RunActor {
                 tool: request.tool.clone(),
                 command: request.command.clone(),
                 path: request.path.clone(),
+                resolved_path: request.resolved_path.clone(),
                 decision,
                 reason,
                 ask,

@@ -38,6 +38,7 @@ pub(super) fn calls_from_log(events: &[Event]) -> HashMap<String, CallState> {
                         tool: attr("tool"),
                         command: attr("command"),
                         path: attr("path"),
+                        resolved_path: attr("resolved_path"),
                         decision,
                         reason: attr("reason"),
                         ask: (decision == Decision::Ask).then(|| AskWait {

@@ -10,12 +10,13 @@ pub const DEFAULT_STALL_THRESHOLD: i32 = 5;
 /// How many recent output hashes a step is compared against.
 const RING_SIZE: usize = 3;
 
-/// The tools whose successful, new output counts as progress.
+/// The tools whose successful, new output counts as progress, in any ASCII case (as the
+/// policy compares tool names).
 const PROGRESS_TOOLS: [&str; 3] = ["Edit", "Write", "Bash"];
 
 /// Counts consecutive steps without progress.
 ///
-/// A step is progress when its tool is Edit, Write or Bash, it succeeded, and the xxh3-64
+/// A step is progress when its tool is Edit, Write or Bash (any case), it succeeded, and the xxh3-64
 /// hash of its output is not among the last three recorded outputs. Every step's hash is
 /// recorded, progress or not. Serialisable so the store can persist it across restarts.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -46,7 +47,9 @@ impl StallTracker {
     /// Records one step and returns whether the run is now stalled.
     pub fn record_step(&mut self, tool: &str, success: bool, output: &str) -> bool {
         let hash = xxh3_64(output.as_bytes());
-        let progress = success && PROGRESS_TOOLS.contains(&tool) && !self.recent.contains(&hash);
+        let progress = success
+            && PROGRESS_TOOLS.iter().any(|t| t.eq_ignore_ascii_case(tool))
+            && !self.recent.contains(&hash);
         if self.recent.len() == RING_SIZE {
             self.recent.pop_front();
         }

@@ -20,6 +20,11 @@ pub struct ToolCallRequest {
     /// The file or directory the tool acts on.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub path: String,
+    /// `path` as the worker's filesystem resolves it (symlinks followed); empty when the
+    /// worker did not resolve it. A symlink inside the workspace may point out of it, which
+    /// the lexical `path` cannot show, so both are judged and the stricter decision wins.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub resolved_path: String,
 }
 
 /// runplane's answer to a `ToolCallRequest`.

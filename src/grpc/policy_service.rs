@@ -5,7 +5,9 @@ use std::sync::Arc;
 use tonic::{Request, Response, Status};
 
 use crate::grpc::pb;
-use crate::policy::{CompiledProfile, ProfileRegistry, ToolCall, DEFAULT_PROFILE};
+use crate::policy::{
+    evaluate_off_runtime, CompiledProfile, ProfileRegistry, ToolCall, DEFAULT_PROFILE,
+};
 
 /// Serves the profile registry.
 pub struct PolicyApi {
@@ -63,13 +65,19 @@ impl pb::policy_service_server::PolicyService for PolicyApi {
             return Err(Status::invalid_argument("tool: required"));
         }
         let profile = self.profile(&request.profile)?;
-        let verdict = profile.evaluate(&ToolCall {
+        let call = ToolCall {
             tool: &request.tool,
             command: &request.command,
             path: &request.path,
+            resolved_path: &request.resolved_path,
             workspace_root: (!request.workspace_root.is_empty())
                 .then_some(request.workspace_root.as_str()),
-        });
+        };
+        // A long line is judged on the blocking pool, not on the runtime thread this RPC
+        // shares with live sessions. A failed judge has no decision to report: INTERNAL.
+        let verdict = evaluate_off_runtime(&profile, &call)
+            .await
+            .map_err(|failed| Status::internal(failed.to_string()))?;
         Ok(Response::new(pb::EvaluateResponse::from(verdict)))
     }
 }

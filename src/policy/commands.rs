@@ -1,10 +1,14 @@
-//! Simple commands: the part itself, and what it runs in turn. Wrappers (`env`, `sudo`,
-//! `xargs`, `find -exec`, …) and shells (`bash -c`, `eval`) take another command as
-//! arguments, where the parse tree only sees words; they are unwrapped here so the
-//! wrapped command is judged too.
+//! Simple commands: the part itself, and what it does beyond running a program of that
+//! name — builtins that change the shell's state or run strings, shells and `eval` that
+//! run scripts, wrappers (`wrappers`), and programs that write files or run code named in
+//! their arguments (`programs`).
 
-use super::shell::{join, script, write_part, Env, Part, Restriction, Sink};
+use super::lex;
+use super::options::{options, Spec, NO_OPTIONS};
+use super::programs;
+use super::shell::{join, script, Env, Part, Restriction, Sink};
 use super::words::Word;
+use super::wrappers;
 
 /// Adds a simple command (words as the shell will pass them) and what it runs.
 pub(crate) fn simple(words: Vec<Word>, env: Env, sink: &mut Sink) {
@@ -20,20 +24,25 @@ pub(crate) fn simple_shown(mut words: Vec<Word>, text: String, env: Env, sink: &
     let Some(name) = words.first().and_then(Word::exact) else {
         return sink.indeterminate(&text, "the command name is not known before it runs");
     };
-    let mut restriction = env.assigns.then_some(Restriction::Assignment);
+    let mut path_name = false;
     if name.contains('/') {
         let base = name.rsplit('/').next().unwrap_or_default().to_string();
         if base.is_empty() {
             return sink.indeterminate(&text, "the command name is a directory");
         }
         words[0] = Word::literal(base);
-        restriction = restriction.or(Some(Restriction::PathName));
+        path_name = true;
     }
-    let name = words[0].text.as_str();
-    if matches!(name, "cd" | "pushd" | "popd") {
-        sink.changes_dir = true;
-    }
-    if !runs_commands(name) {
+    let name = words[0].text.clone();
+    let state = builtin(&name, &words, &text, env, sink);
+    let restriction = env
+        .assigns
+        .then_some(Restriction::Assignment)
+        .or(state)
+        .or(path_name.then_some(Restriction::PathName));
+    programs::judge(&name, &words, &text, sink);
+    let runs = wrappers::runs_commands(&name) || is_shell(&name) || RUNS_STRINGS.contains(&&*name);
+    if !runs {
         sink.parts.push(Part::Command {
             words,
             text,
@@ -46,252 +55,201 @@ pub(crate) fn simple_shown(mut words: Vec<Word>, text: String, env: Env, sink: &
         text: text.clone(),
         restriction,
     });
-    let name = words[0].text.clone();
-    unwrap(&name, &words, &text, env.deeper(), sink);
+    let env = env.deeper();
+    let args = &words[1..];
+    match name.as_str() {
+        _ if is_shell(&name) => shell(&name, args, &text, env, sink),
+        "eval" => match args.iter().map(Word::exact).collect::<Option<Vec<_>>>() {
+            Some(parts) => script(&parts.join(" "), env, sink),
+            None => sink.indeterminate(&text, "eval of text not known before it runs"),
+        },
+        "source" | "." => sink.indeterminate(&text, "runs a script file that is not judged"),
+        _ => wrappers::unwrap(&name, &words, &text, env, sink),
+    }
 }
 
-/// The commands `unwrap` looks into (kept next to it so the two lists agree).
-fn runs_commands(name: &str) -> bool {
+/// Builtins that run a string as a script.
+const RUNS_STRINGS: &[&str] = &["eval", "source", "."];
+
+fn is_shell(name: &str) -> bool {
     matches!(
         name,
-        "env"
-            | "sudo"
-            | "timeout"
-            | "nice"
-            | "nohup"
-            | "builtin"
-            | "coproc"
-            | "stdbuf"
-            | "exec"
-            | "time"
-            | "command"
-            | "xargs"
-            | "find"
-            | "bash"
-            | "sh"
-            | "zsh"
-            | "dash"
-            | "ksh"
-            | "ash"
-            | "mksh"
-            | "fish"
-            | "csh"
-            | "tcsh"
-            | "eval"
-            | "source"
-            | "."
+        "bash" | "sh" | "zsh" | "dash" | "ksh" | "ash" | "mksh" | "fish" | "csh" | "tcsh" | "rbash"
     )
 }
 
-/// What a wrapper runs: the words of the wrapped command, and whether the wrapper set
-/// variables for it; or why that cannot be known.
-type Inner<'w> = Result<(&'w [Word], bool), &'static str>;
-
-/// Judges what a wrapper or shell runs.
-fn unwrap(name: &str, words: &[Word], text: &str, env: Env, sink: &mut Sink) {
-    let args = &words[1..];
-    let inner: Inner<'_> = match name {
-        "env" => env_command(args),
-        "sudo" => sudo(args),
-        "timeout" => {
-            plain(options(args, &TIMEOUT).map(|(rest, _)| rest.get(1..).unwrap_or_default()))
-        }
-        "nice" => plain(options(args, &NICE).map(|(rest, _)| rest)),
-        "nohup" | "builtin" | "coproc" => Ok((args, false)),
-        "stdbuf" => plain(options(args, &STDBUF).map(|(rest, _)| rest)),
-        "exec" => plain(options(args, &EXEC).map(|(rest, _)| rest)),
-        "time" => plain(options(args, &TIME).map(|(rest, opts)| {
-            for (opt, value) in opts {
-                if let (Some(value), "o" | "output") = (&value, opt) {
-                    sink.parts.extend(write_part(value, text));
-                }
-            }
-            rest
-        })),
-        // `command -v x` only looks `x` up.
-        "command" => plain(options(args, &COMMAND).map(|(rest, opts)| {
-            if opts.iter().any(|(o, _)| matches!(*o, "v" | "V")) {
-                &rest[..0]
-            } else {
-                rest
-            }
-        })),
-        "xargs" => match options(args, &XARGS) {
-            Ok(([], _)) => Ok((&args[..0], false)),
-            Ok((rest, _)) => {
-                let mut inner = rest.to_vec();
-                inner.push(Word::unknown("<arguments from stdin>", true));
-                return simple(inner, env, sink);
-            }
-            Err(why) => Err(why),
-        },
-        "find" => return find(args, text, env, sink),
-        "bash" | "sh" | "zsh" | "dash" | "ksh" | "ash" | "mksh" => {
-            return shell(args, text, env, sink)
-        }
-        "fish" | "csh" | "tcsh" => {
-            return sink.indeterminate(text, "runs a shell whose scripts are not judged")
-        }
-        "eval" => {
-            return match args.iter().map(Word::exact).collect::<Option<Vec<_>>>() {
-                Some(parts) => script(&parts.join(" "), env, sink),
-                None => sink.indeterminate(text, "eval of text not known before it runs"),
-            };
-        }
-        "source" | "." => return sink.indeterminate(text, "runs a script file that is not judged"),
-        _ => return,
-    };
-    match inner {
-        Ok(([], _)) => {}
-        Ok((rest, assigned)) => {
-            let env = Env {
-                assigns: env.assigns || assigned,
-                ..env
-            };
-            simple(rest.to_vec(), env, sink)
-        }
-        Err(why) => sink.indeterminate(text, why),
-    }
-}
-
-/// A wrapper that sets no variables.
-fn plain<'w>(result: Result<&'w [Word], &'static str>) -> Inner<'w> {
-    result.map(|rest| (rest, false))
-}
-
-/// `env [-i] [-u NAME] [NAME=VALUE]... [COMMAND]`.
-fn env_command(args: &[Word]) -> Inner<'_> {
-    let (rest, opts) = options(args, &ENV)?;
-    if opts.iter().any(|(o, _)| matches!(*o, "S" | "split-string")) {
-        return Err("env -S splits a string into a command that is not judged");
-    }
-    let (rest, assigned) = skip_assignments(rest);
-    Ok((rest, assigned))
-}
-
-/// `sudo [options] [NAME=VALUE]... [COMMAND]`.
-fn sudo(args: &[Word]) -> Inner<'_> {
-    let (rest, opts) = options(args, &SUDO)?;
-    let has = |names: &[&str]| opts.iter().any(|(o, _)| names.contains(o));
-    if has(&["e", "edit"]) {
-        return Err("sudo -e edits files that are not judged");
-    }
-    let (rest, assigned) = skip_assignments(rest);
-    if rest.is_empty() && has(&["i", "s", "login", "shell"]) {
-        return Err("sudo starts a shell that reads commands not judged");
-    }
-    Ok((rest, assigned))
-}
-
-/// Skips leading `NAME=VALUE` words (and `env`'s `-`), reporting whether there were any.
-fn skip_assignments(mut rest: &[Word]) -> (&[Word], bool) {
-    let mut assigned = false;
-    while let Some((first, tail)) = rest.split_first() {
-        match first.exact() {
-            Some("-") => {}
-            Some(w) if is_assignment(w) => assigned = true,
-            _ => break,
-        }
-        rest = tail;
-    }
-    (rest, assigned)
-}
-
-fn is_assignment(word: &str) -> bool {
-    word.split_once('=').is_some_and(|(name, _)| {
-        !name.is_empty()
-            && !name.starts_with(|c: char| c.is_ascii_digit())
-            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-    })
-}
-
-/// `find … -exec CMD … ;` (also `-execdir`, `-ok`, `-okdir`, ending in `;` or `+`): the
-/// command is judged with `{}` as an unknown word. A non-literal word that could turn
-/// into `-exec` makes the whole find indeterminate.
-fn find(args: &[Word], text: &str, env: Env, sink: &mut Sink) {
-    const SHIFTY: &str = "find with a word that could become an action or end one";
-    let mut i = 0;
-    let mut previous: Option<&str> = None;
-    while let Some(arg) = args.get(i) {
-        i += 1;
-        let Some(word) = arg.exact() else {
-            let is_value = previous.is_some_and(|p| FIND_VALUE_PRIMARIES.contains(&p));
-            let single_value = is_value && !arg.splits && !arg.pattern;
-            if !single_value && !harmless_pattern(arg) {
-                return sink.indeterminate(text, SHIFTY);
-            }
-            previous = None;
-            continue;
-        };
-        previous = Some(word);
-        if !matches!(word, "-exec" | "-execdir" | "-ok" | "-okdir") {
-            continue;
-        }
-        let mut inner = Vec::new();
-        while let Some(w) = args.get(i) {
-            i += 1;
-            match w.exact() {
-                Some(";" | "+") => break,
-                Some(_) => inner.push(w.clone()),
-                None if w.known && w.text == "{}" => inner.push(Word::unknown("{}", false)),
-                // An expansion could produce the `;` that ends the command early.
-                None if w.splits || (w.pattern && !harmless_pattern(w)) => {
-                    return sink.indeterminate(text, SHIFTY)
-                }
-                None => inner.push(w.clone()),
-            }
-        }
-        previous = None;
-        if !inner.is_empty() {
-            simple(inner, env, sink);
-        }
-    }
-}
-
-/// A glob whose expansions all start with the same ordinary character, so none of them
-/// can be a find primary, operator or terminator.
-fn harmless_pattern(word: &Word) -> bool {
-    word.known
-        && word.text.starts_with(|c: char| {
-            !matches!(
-                c,
-                '*' | '?' | '[' | '{' | '-' | '!' | '(' | ')' | ';' | '+' | '~' | '\\'
-            )
-        })
-}
-
-/// Find primaries whose next word is a value (a name, a pattern, a number), not an action.
-const FIND_VALUE_PRIMARIES: [&str; 24] = [
-    "-name",
-    "-iname",
-    "-path",
-    "-ipath",
-    "-wholename",
-    "-iwholename",
-    "-regex",
-    "-iregex",
-    "-lname",
-    "-ilname",
-    "-type",
-    "-xtype",
-    "-newer",
-    "-user",
-    "-group",
-    "-perm",
-    "-size",
-    "-mtime",
-    "-mmin",
-    "-atime",
-    "-amin",
-    "-ctime",
-    "-cmin",
-    "-samefile",
+/// Builtins that change what later commands do: their variables (and so `PATH`,
+/// `BASH_ENV`, array subscripts evaluated later), options, traps, aliases, the command
+/// hash, loaded builtins. Such a command is never allowed.
+const SHELL_STATE: &[&str] = &[
+    "export",
+    "declare",
+    "typeset",
+    "local",
+    "readonly",
+    "unset",
+    "read",
+    "readarray",
+    "mapfile",
+    "getopts",
+    "let",
+    "alias",
+    "unalias",
+    "hash",
+    "shopt",
+    "enable",
+    "trap",
 ];
 
+/// Builtins that run strings later, or whose effect cannot be judged at all.
+const UNJUDGED_BUILTINS: &[&str] = &["complete", "compgen", "compopt", "bind", "fc", "history"];
+
+/// `set` options that change nothing another command could use to run code.
+const SAFE_SET_OPTIONS: &[&str] = &[
+    "errexit",
+    "nounset",
+    "pipefail",
+    "xtrace",
+    "verbose",
+    "noclobber",
+];
+
+/// Judges a builtin's own effects; returns the restriction it puts on the command.
+fn builtin(
+    name: &str,
+    words: &[Word],
+    text: &str,
+    env: Env,
+    sink: &mut Sink,
+) -> Option<Restriction> {
+    let args = &words[1..];
+    let has_option = |opt: char| {
+        args.iter().any(|w| {
+            let t = w.text.as_str();
+            t.len() > 1 && t.starts_with('-') && !t.starts_with("--") && t[1..].contains(opt)
+        })
+    };
+    match name {
+        "cd" | "pushd" | "popd" => {
+            sink.changes_dir = true;
+            None
+        }
+        "trap" => {
+            trap(args, text, env, sink);
+            Some(Restriction::ShellState)
+        }
+        "let" => {
+            for arg in args {
+                let effects = lex::arithmetic_effects(&arg.text);
+                sink.effects(text, effects, env);
+            }
+            Some(Restriction::ShellState)
+        }
+        "mapfile" | "readarray" if has_option('C') => {
+            sink.indeterminate(text, "mapfile -C runs a callback that is not judged");
+            Some(Restriction::ShellState)
+        }
+        "enable" if has_option('f') => {
+            sink.indeterminate(text, "enable -f loads code from a file");
+            Some(Restriction::ShellState)
+        }
+        _ if SHELL_STATE.contains(&name) => Some(Restriction::ShellState),
+        _ if UNJUDGED_BUILTINS.contains(&name) => {
+            sink.indeterminate(
+                text,
+                "a builtin that runs strings or history the policy does not judge",
+            );
+            Some(Restriction::ShellState)
+        }
+        "printf" if has_option('v') => Some(Restriction::ShellState),
+        "wait" if has_option('p') => Some(Restriction::ShellState),
+        "set" if !safe_set(args) => Some(Restriction::ShellState),
+        "test" | "[" => {
+            if test_evaluates_code(text) {
+                sink.indeterminate(text, lex::ARITHMETIC_SUBSCRIPT);
+            }
+            None
+        }
+        _ => None,
+    }
+}
+
+/// `trap [-lp] [[ACTION] SIGNAL…]`: the action is judged as the script it is.
+fn trap(args: &[Word], text: &str, env: Env, sink: &mut Sink) {
+    const SPEC: Spec = Spec {
+        flags: "lp",
+        ..NO_OPTIONS
+    };
+    let rest = match options(args, &SPEC) {
+        Ok((rest, seen)) if seen.is_empty() => rest,
+        Ok(_) => return,
+        Err(why) => return sink.indeterminate(text, why),
+    };
+    if rest.len() < 2 {
+        // `trap SIGNAL` resets it; `trap` alone lists.
+        return;
+    }
+    match rest[0].exact() {
+        Some(action) => script(action, env.deeper(), sink),
+        None => sink.indeterminate(text, "a trap action not known before it runs"),
+    }
+}
+
+/// `set` with only options that cannot make another command run code: `-e`, `-u`, `-x`,
+/// `-v`, `-C`, `-o pipefail` and their `+` forms. `set -k`, `set -a`, `set --` and the rest
+/// change what later commands receive.
+fn safe_set(args: &[Word]) -> bool {
+    let mut i = 0;
+    while let Some(arg) = args.get(i) {
+        let Some(text) = arg.exact() else {
+            return false;
+        };
+        i += 1;
+        let Some(cluster) = text.strip_prefix('-').or_else(|| text.strip_prefix('+')) else {
+            return false;
+        };
+        let (flags, takes_name) = match cluster.strip_suffix('o') {
+            Some(flags) => (flags, true),
+            None => (cluster, false),
+        };
+        if !flags.chars().all(|c| "euxvC".contains(c)) || (flags.is_empty() && !takes_name) {
+            return false;
+        }
+        if takes_name {
+            match args.get(i).and_then(Word::exact) {
+                Some(opt) if SAFE_SET_OPTIONS.contains(&opt) => i += 1,
+                _ => return false,
+            }
+        }
+    }
+    true
+}
+
+/// Whether a `test`/`[ ]`/`[[ ]]` evaluates text not known now as arithmetic (`-eq` and
+/// the like evaluate array subscripts in their operands, and `-v` in its name).
+pub(crate) fn test_evaluates_code(text: &str) -> bool {
+    const ARITHMETIC: [&str; 8] = ["-eq", "-ne", "-lt", "-le", "-gt", "-ge", "-v", "-R"];
+    if !text.split_whitespace().any(|w| ARITHMETIC.contains(&w)) {
+        return false;
+    }
+    let inner = text
+        .trim()
+        .trim_start_matches("[[")
+        .trim_start_matches('[')
+        .trim_end_matches("]]")
+        .trim_end_matches(']');
+    inner.contains(['[', '$', '`', '\'', '"', '\\'])
+}
+
 /// `bash [options] -c SCRIPT [args]` judges SCRIPT; any other way of starting a shell runs
-/// commands the policy cannot see (a script file, standard input).
-fn shell(args: &[Word], text: &str, env: Env, sink: &mut Sink) {
+/// commands the policy cannot see (a script file, standard input, startup files).
+fn shell(name: &str, args: &[Word], text: &str, env: Env, sink: &mut Sink) {
+    if matches!(name, "fish" | "csh" | "tcsh") {
+        return sink.indeterminate(text, "runs a shell whose scripts are not judged");
+    }
+    const STARTUP: &str = "a shell option that reads startup files or is not known";
     let mut inline = false;
+    let mut unsafe_option = false;
     let mut i = 0;
     while i < args.len() {
         let Some(arg) = args[i].exact() else {
@@ -304,20 +262,31 @@ fn shell(args: &[Word], text: &str, env: Env, sink: &mut Sink) {
         match arg {
             "--" => break,
             "--version" | "--help" => return,
-            "--rcfile" | "--init-file" => i += 1,
-            "--norc" | "--noprofile" | "--login" | "--posix" | "--restricted" | "--verbose"
-            | "--noediting" | "--debugger" | "--dump-strings" | "--pretty-print" => {}
-            long if long.starts_with("--") => {
-                return sink.indeterminate(text, "a shell option the policy does not know")
+            "--norc" | "--noprofile" | "--posix" | "--noediting" => {}
+            "-o" | "+o" => match args.get(i).and_then(Word::exact) {
+                Some(opt) => {
+                    unsafe_option |= !SAFE_SET_OPTIONS.contains(&opt);
+                    i += 1;
+                }
+                None => unsafe_option = true,
+            },
+            "--rcfile" | "--init-file" => {
+                unsafe_option = true;
+                i += 1;
             }
+            long if long.starts_with("--") => unsafe_option = true,
             cluster
                 if cluster.len() > 1 && (cluster.starts_with('-') || cluster.starts_with('+')) =>
             {
                 for c in cluster[1..].chars() {
                     match c {
                         'c' => inline = true,
-                        'o' | 'O' => i += 1,
-                        _ => {}
+                        'e' | 'u' | 'x' | 'v' | 'C' | 'f' | 'n' => {}
+                        'O' => {
+                            unsafe_option = true;
+                            i += 1;
+                        }
+                        _ => unsafe_option = true,
                     }
                 }
             }
@@ -327,6 +296,9 @@ fn shell(args: &[Word], text: &str, env: Env, sink: &mut Sink) {
             }
         }
     }
+    if unsafe_option {
+        sink.indeterminate(text, STARTUP);
+    }
     match (inline, args.get(i)) {
         (true, Some(arg)) => match arg.exact() {
             Some(body) => script(body, env, sink),
@@ -335,214 +307,5 @@ fn shell(args: &[Word], text: &str, env: Env, sink: &mut Sink) {
         (true, None) => {}
         (false, Some(_)) => sink.indeterminate(text, "runs a script file that is not judged"),
         (false, None) => sink.indeterminate(text, "a shell reading commands that are not judged"),
-    }
-}
-
-/// The options a wrapper accepts. Anything else makes the wrapper indeterminate: an
-/// unknown option might take the next word, which would shift which word is the command.
-struct Spec {
-    /// Short options without an argument.
-    flags: &'static str,
-    /// Short options with an argument (attached or the next word).
-    with_value: &'static str,
-    /// Short options with an optional attached argument only.
-    optional_value: &'static str,
-    long_flags: &'static [&'static str],
-    long_with_value: &'static [&'static str],
-    /// Long options whose argument can only be attached with `=`.
-    long_optional_value: &'static [&'static str],
-    /// `nice -5`: a number is an option.
-    numeric: bool,
-}
-
-const NO_OPTIONS: Spec = Spec {
-    flags: "",
-    with_value: "",
-    optional_value: "",
-    long_flags: &[],
-    long_with_value: &[],
-    long_optional_value: &[],
-    numeric: false,
-};
-
-const ENV: Spec = Spec {
-    flags: "i0v",
-    with_value: "uCS",
-    long_flags: &["ignore-environment", "null", "debug"],
-    long_with_value: &["unset", "chdir", "split-string"],
-    ..NO_OPTIONS
-};
-const TIMEOUT: Spec = Spec {
-    flags: "v",
-    with_value: "sk",
-    long_flags: &["foreground", "preserve-status", "verbose"],
-    long_with_value: &["signal", "kill-after"],
-    ..NO_OPTIONS
-};
-const NICE: Spec = Spec {
-    with_value: "n",
-    long_with_value: &["adjustment"],
-    numeric: true,
-    ..NO_OPTIONS
-};
-const TIME: Spec = Spec {
-    flags: "pavq",
-    with_value: "fo",
-    long_flags: &["portability", "append", "verbose", "quiet"],
-    long_with_value: &["format", "output"],
-    ..NO_OPTIONS
-};
-const COMMAND: Spec = Spec {
-    flags: "pvV",
-    ..NO_OPTIONS
-};
-const STDBUF: Spec = Spec {
-    with_value: "ioe",
-    long_with_value: &["input", "output", "error"],
-    ..NO_OPTIONS
-};
-const EXEC: Spec = Spec {
-    flags: "cl",
-    with_value: "a",
-    ..NO_OPTIONS
-};
-const SUDO: Spec = Spec {
-    flags: "AbEeHiKklnPSsVv",
-    with_value: "CDghpRrTtUu",
-    long_flags: &[
-        "askpass",
-        "background",
-        "edit",
-        "login",
-        "non-interactive",
-        "remove-timestamp",
-        "reset-timestamp",
-        "set-home",
-        "shell",
-        "stdin",
-        "list",
-        "validate",
-        "version",
-    ],
-    long_with_value: &[
-        "chdir",
-        "close-from",
-        "command-timeout",
-        "group",
-        "host",
-        "other-user",
-        "prompt",
-        "role",
-        "type",
-        "user",
-        "chroot",
-    ],
-    long_optional_value: &["preserve-env"],
-    ..NO_OPTIONS
-};
-const XARGS: Spec = Spec {
-    flags: "0rtpxo",
-    with_value: "adEILnPs",
-    optional_value: "iel",
-    long_flags: &[
-        "null",
-        "no-run-if-empty",
-        "verbose",
-        "interactive",
-        "exit",
-        "open-tty",
-        "show-limits",
-    ],
-    long_with_value: &[
-        "arg-file",
-        "delimiter",
-        "max-args",
-        "max-procs",
-        "max-chars",
-        "process-slot-var",
-    ],
-    long_optional_value: &["replace", "max-lines", "eof"],
-    numeric: false,
-};
-
-/// An option and its value, if it took one.
-type Opt<'w> = (&'w str, Option<Word>);
-
-/// Parses leading options; returns the words after them and the options seen.
-fn options<'w>(args: &'w [Word], spec: &Spec) -> Result<(&'w [Word], Vec<Opt<'w>>), &'static str> {
-    const UNKNOWN: &str = "a wrapper option the policy does not know";
-    const DYNAMIC: &str = "a wrapper argument not known before it runs";
-    let mut seen = Vec::new();
-    let mut i = 0;
-    while let Some(arg) = args.get(i) {
-        // A word that is not known could be an option as well as the command.
-        let Some(text) = arg.exact() else {
-            return Err(DYNAMIC);
-        };
-        if text == "--" {
-            return Ok((&args[i + 1..], seen));
-        }
-        if !text.starts_with('-') || text == "-" {
-            break;
-        }
-        i += 1;
-        if let Some(long) = text.strip_prefix("--") {
-            let (name, attached) = match long.split_once('=') {
-                Some((n, _)) => (n, true),
-                None => (long, false),
-            };
-            let value = long.split_once('=').map(|(_, v)| Word::literal(v));
-            if spec.long_flags.contains(&name) && !attached {
-                seen.push((name, None));
-            } else if spec.long_optional_value.contains(&name) {
-                seen.push((name, value));
-            } else if spec.long_with_value.contains(&name) {
-                if attached {
-                    seen.push((name, value));
-                } else {
-                    let value = value_word(args.get(i))?;
-                    seen.push((name, Some(value.clone())));
-                    i += 1;
-                }
-            } else {
-                return Err(UNKNOWN);
-            }
-            continue;
-        }
-        let cluster = &text[1..];
-        if spec.numeric && cluster.chars().all(|c| c.is_ascii_digit()) {
-            continue;
-        }
-        for (at, c) in cluster.char_indices() {
-            let name = &cluster[at..at + c.len_utf8()];
-            if spec.flags.contains(c) {
-                seen.push((name, None));
-            } else if spec.optional_value.contains(c) {
-                seen.push((name, None));
-                break;
-            } else if spec.with_value.contains(c) {
-                let attached = &cluster[at + c.len_utf8()..];
-                if attached.is_empty() {
-                    let value = value_word(args.get(i))?;
-                    seen.push((name, Some(value.clone())));
-                    i += 1;
-                } else {
-                    seen.push((name, Some(Word::literal(attached))));
-                }
-                break;
-            } else {
-                return Err(UNKNOWN);
-            }
-        }
-    }
-    Ok((&args[i..], seen))
-}
-
-/// An option's separate value: it must exist and must not split into several words.
-fn value_word(word: Option<&Word>) -> Result<&Word, &'static str> {
-    match word {
-        Some(w) if !w.splits => Ok(w),
-        Some(_) => Err("a wrapper argument not known before it runs"),
-        None => Err("a wrapper option without its value"),
     }
 }

@@ -12,10 +12,15 @@ use crate::domain::Decision;
 /// A path glob: `*` and `?` stay within a segment, `**` spans segments. A leading `./` is
 /// dropped because paths are normalised without it.
 pub(crate) fn path_glob(pattern: &str) -> Result<Glob, String> {
+    build_path_glob(pattern, false)
+}
+
+fn build_path_glob(pattern: &str, case_insensitive: bool) -> Result<Glob, String> {
     let pattern = pattern.strip_prefix("./").unwrap_or(pattern);
     GlobBuilder::new(pattern)
         .literal_separator(true)
         .backslash_escape(true)
+        .case_insensitive(case_insensitive)
         .build()
         .map_err(|e| e.kind().to_string())
 }
@@ -88,10 +93,38 @@ pub(crate) struct CompiledRule {
     pub tool: String,
     pub decision: Decision,
     sub_pattern: Option<SubPattern>,
-    path_allow: Option<GlobSet>,
-    path_deny: Option<GlobSet>,
+    path_allow: Option<PathGlobs>,
+    path_deny: Option<PathGlobs>,
     command_allow: Vec<Vec<String>>,
     command_deny: Vec<Vec<String>>,
+}
+
+/// One list of path globs (`path_allow` or `path_deny`), built twice: as written and
+/// ignoring case.
+///
+/// On a case-insensitive filesystem (macOS, Windows, some mounts) `.ENV` and `Secrets/x`
+/// are the files `.env` and `secrets/x`, and the server cannot know which filesystem the
+/// worker has. So a path that matches a glob only when case is ignored *may* match it
+/// (`Tri::Maybe`), like a word not known before it runs: an allow rule needs `Yes`, so
+/// its `path_allow` holds only as written and its `path_deny` holds ignoring case; a deny
+/// or ask rule takes `Maybe`, so its `path_allow` (the files it is about) reaches every
+/// case and its `path_deny` (its exceptions) holds only as written. Either way a case
+/// variant gets the stricter answer.
+struct PathGlobs {
+    exact: GlobSet,
+    folded: GlobSet,
+}
+
+impl PathGlobs {
+    fn matches(&self, path: &str) -> Tri {
+        if self.exact.is_match(path) {
+            Tri::Yes
+        } else if self.folded.is_match(path) {
+            Tri::Maybe
+        } else {
+            Tri::No
+        }
+    }
 }
 
 struct SubPattern {
@@ -149,20 +182,26 @@ fn compile_rule(i: usize, rule: &PermissionRule) -> Result<CompiledRule, PolicyE
                 .collect(),
         }),
     };
-    let set = |list: &str, patterns: &[String]| -> Result<Option<GlobSet>, PolicyError> {
-        if patterns.is_empty() {
-            return Ok(None);
-        }
+    let set = |list: &str, patterns: &[String], folded: bool| -> Result<GlobSet, PolicyError> {
         let mut builder = GlobSetBuilder::new();
         for (j, p) in patterns.iter().enumerate() {
             builder.add(
-                path_glob(p).map_err(|e| glob_error(format!("rules[{i}].{list}[{j}]"), p, e))?,
+                build_path_glob(p, folded)
+                    .map_err(|e| glob_error(format!("rules[{i}].{list}[{j}]"), p, e))?,
             );
         }
         builder
             .build()
-            .map(Some)
             .map_err(|e| PolicyError::new(format!("rules[{i}].{list}"), e.to_string()))
+    };
+    let globs = |list: &str, patterns: &[String]| -> Result<Option<PathGlobs>, PolicyError> {
+        if patterns.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(PathGlobs {
+            exact: set(list, patterns, false)?,
+            folded: set(list, patterns, true)?,
+        }))
     };
     let entries = |list: &[String]| -> Vec<Vec<String>> {
         list.iter()
@@ -173,8 +212,8 @@ fn compile_rule(i: usize, rule: &PermissionRule) -> Result<CompiledRule, PolicyE
         tool: rule.specifier.tool.clone(),
         decision: rule.decision,
         sub_pattern,
-        path_allow: set("path_allow", &rule.path_allow)?,
-        path_deny: set("path_deny", &rule.path_deny)?,
+        path_allow: globs("path_allow", &rule.path_allow)?,
+        path_deny: globs("path_deny", &rule.path_deny)?,
         command_allow: entries(&rule.command_allow),
         command_deny: entries(&rule.command_deny),
     })
@@ -187,7 +226,8 @@ impl CompiledRule {
             || !self.command_deny.is_empty()
     }
 
-    /// Whether the rule matches the subject (its tool already compared equal).
+    /// Whether the rule matches the subject (its tool already compared equal, ignoring
+    /// ASCII case).
     pub(crate) fn matches(&self, subject: &Subject<'_>) -> Tri {
         let command = match subject.command {
             CommandArg::None => match &self.sub_pattern {
@@ -226,9 +266,12 @@ impl CompiledRule {
             PathArg::Unknown => Tri::from_bool(!constrained),
             PathArg::Known(p) => {
                 let p = p.as_str();
-                let denied = self.path_deny.as_ref().is_some_and(|s| s.is_match(p));
-                let allowed = self.path_allow.as_ref().is_none_or(|s| s.is_match(p));
-                Tri::from_bool(!denied && allowed)
+                let denied = self.path_deny.as_ref().map_or(Tri::No, |s| s.matches(p));
+                if denied == Tri::Yes {
+                    return Tri::No;
+                }
+                let allowed = self.path_allow.as_ref().map_or(Tri::Yes, |s| s.matches(p));
+                denied.not().min(allowed)
             }
         }
     }

@@ -11,10 +11,18 @@ use super::shell::{Part, Restriction};
 use super::words::Word;
 use crate::domain::Decision;
 
-/// The tool whose command is a shell command line.
+/// The tool whose command is a shell command line. Tool names are compared ignoring ASCII
+/// case everywhere (here and in rule matching): agents and their hosts do not agree on
+/// the case of a tool's name, and an exact comparison let `bash` or `EDIT` pass every rule
+/// written for `Bash` or `Edit` — and `bash` past the shell parser.
 const SHELL_TOOL: &str = "Bash";
-/// The tool a redirection is judged as.
+/// The tool a redirection is judged as (rules for `write` apply too, see `same_tool`).
 const WRITE_TOOL: &str = "Write";
+
+/// Whether two tool names name the same tool.
+fn same_tool(a: &str, b: &str) -> bool {
+    a.eq_ignore_ascii_case(b)
+}
 
 /// A tool use a worker asks about. Empty `command`/`path` mean none.
 #[derive(Debug, Clone, Copy, Default)]
@@ -25,6 +33,10 @@ pub struct ToolCall<'a> {
     pub command: &'a str,
     /// The file the tool works on.
     pub path: &'a str,
+    /// `path` as the worker's filesystem resolves it (symlinks followed); empty: not
+    /// resolved. `path` is placed lexically, so `ws/link/passwd` with `link -> /etc` looks
+    /// inside the workspace; with this set, both are judged and the stricter decision wins.
+    pub resolved_path: &'a str,
     /// The run's workspace root (absolute), if the worker named one.
     pub workspace_root: Option<&'a str>,
 }
@@ -56,6 +68,9 @@ impl std::fmt::Display for Caveat {
         match self {
             Caveat::Restricted(Restriction::Assignment) => f.write_str("it sets shell variables"),
             Caveat::Restricted(Restriction::PathName) => f.write_str("its command name is a path"),
+            Caveat::Restricted(Restriction::ShellState) => {
+                f.write_str("it changes the shell's state (variables, options, traps, aliases)")
+            }
             Caveat::Indeterminate(why) => write!(f, "it is indeterminate ({why})"),
             Caveat::Outside(path) => write!(f, "the path {path} is outside the workspace"),
             Caveat::UnknownTarget => f.write_str("its target is not known before it runs"),
@@ -75,8 +90,39 @@ struct Judgement {
 
 impl CompiledProfile {
     /// Decides a tool call. Pure: no I/O, no clock.
+    ///
+    /// With a resolved path, the call is judged with its path and again with the resolved
+    /// path in its place, and the stricter verdict wins (the path's on a tie): a symlink
+    /// can make either one the true name of the file, and neither may buy an allow the
+    /// other would not get.
     pub fn evaluate(&self, call: &ToolCall<'_>) -> Verdict {
-        let located = (!call.path.is_empty()).then(|| locate(call.path, call.workspace_root));
+        // A shell line is split once, whichever paths it is judged with.
+        let parts = (same_tool(call.tool, SHELL_TOOL) && !call.command.trim().is_empty())
+            .then(|| memo::parts(call.command));
+        let verdict = self.evaluate_at(call, call.path, parts.as_deref());
+        let resolved = call.resolved_path;
+        // Nothing is stricter than deny, and the same text is placed the same way.
+        if resolved.is_empty() || resolved == call.path || verdict.decision == Decision::Deny {
+            return verdict;
+        }
+        let by_resolved = self.evaluate_at(call, resolved, parts.as_deref());
+        if by_resolved.decision > verdict.decision {
+            Verdict {
+                reason: format!(
+                    "the resolved path {resolved:?} of {:?} decided: {}",
+                    call.path, by_resolved.reason
+                ),
+                ..by_resolved
+            }
+        } else {
+            verdict
+        }
+    }
+
+    /// Decides `call` as if its path were `path`; `parts` are its command's parts when it
+    /// is a shell command line.
+    fn evaluate_at(&self, call: &ToolCall<'_>, path: &str, parts: Option<&[Part]>) -> Verdict {
+        let located = (!path.is_empty()).then(|| locate(path, call.workspace_root));
         let path = located.as_ref().map_or(PathArg::None, PathArg::Known);
         let outside = || {
             located
@@ -84,7 +130,7 @@ impl CompiledProfile {
                 .filter(|p| p.is_outside())
                 .map(|p| Caveat::Outside(p.as_str().to_string()))
         };
-        if call.tool != SHELL_TOOL || call.command.trim().is_empty() {
+        let Some(parts) = parts else {
             let words: Vec<Word> = call.command.split_whitespace().map(Word::literal).collect();
             let subject = Subject {
                 tool: call.tool,
@@ -98,8 +144,7 @@ impl CompiledProfile {
             let judgement = self.judge(&subject, outside());
             let what = describe(call.tool, call.command, located.as_ref());
             return self.verdict(judgement, &what, None);
-        }
-        let parts = memo::parts(call.command);
+        };
         let mut best: Option<(&Part, Judgement)> = None;
         for part in parts.iter() {
             let judgement = self.judge_part(part, path, outside(), call.workspace_root);
@@ -184,7 +229,7 @@ impl CompiledProfile {
     fn judge(&self, subject: &Subject<'_>, caveat: Option<Caveat>) -> Judgement {
         let mut passed_over = None;
         for (i, rule) in self.rules.iter().enumerate() {
-            if rule.tool != subject.tool {
+            if !same_tool(&rule.tool, subject.tool) {
                 continue;
             }
             let matched = rule.matches(subject);

@@ -2,7 +2,9 @@
 //!
 //! Nothing here touches the filesystem: the policy must answer the same on the server as
 //! on the worker's machine, and must not be steered by files the agent creates. Symlinks
-//! are therefore not resolved; containing them is the sandbox's job.
+//! are therefore not resolved here; a worker that resolves a path sends the result as the
+//! call's resolved path, which is judged as well (`ToolCall::resolved_path`), and beyond
+//! that containing them is the sandbox's job.
 
 /// Where a path lies with respect to the workspace root.
 #[derive(Debug, Clone, PartialEq, Eq)]

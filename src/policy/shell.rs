@@ -4,16 +4,26 @@
 //! indeterminate part, so that a gap in the model fails closed.
 
 use std::cell::RefCell;
-use tree_sitter::{Node, Parser, Tree};
+use tree_sitter::{Parser, Tree};
 
 use super::commands;
-use super::words::{word, Word};
+use super::lex::{self, Effects};
+use super::walk::Walker;
+use super::words::Word;
 
 /// Nesting (of substitutions, `bash -c` scripts, wrappers, tree depth) beyond which the
 /// command is indeterminate; it bounds recursion on hostile input.
 const MAX_DEPTH: u32 = 200;
 /// Longer command lines are indeterminate rather than parsed.
-const MAX_LEN: usize = 100_000;
+pub(crate) const MAX_LEN: usize = 100_000;
+/// Bytes parsed in all (a substitution's body is parsed again on its own), and tree nodes
+/// visited, before the rest of a line is indeterminate: this bounds the cost of judging
+/// any line of up to `MAX_LEN` bytes.
+const PARSE_BUDGET: usize = 4 * MAX_LEN;
+const NODE_BUDGET: usize = 100_000;
+/// Here-document operators in one script: tree-sitter-bash's cost grows with the square of
+/// their count, and no real command needs many.
+const MAX_HEREDOCS: usize = 64;
 
 /// Why allow rules may not apply to a command part.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,6 +33,9 @@ pub(crate) enum Restriction {
     Assignment,
     /// Its name is a path (`./x`, `/usr/bin/git`): it need not be the program of that name.
     PathName,
+    /// A builtin that changes what later commands do or run (`trap`, `alias`, `hash`,
+    /// `shopt`, `read`, `set -k`, …).
+    ShellState,
 }
 
 /// One thing the policy judges separately.
@@ -34,7 +47,7 @@ pub(crate) enum Part {
         text: String,
         restriction: Option<Restriction>,
     },
-    /// A file written by a redirection or a wrapper; `None` when the target is unknown.
+    /// A file written by a redirection or a command; `None` when the target is unknown.
     Write {
         target: Option<String>,
         text: String,
@@ -54,20 +67,70 @@ impl Part {
 }
 
 /// Where parts are collected, plus facts about the whole command line.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Sink {
     pub parts: Vec<Part>,
-    /// A `cd`/`pushd`/`popd` runs: relative redirect targets no longer name known files.
+    /// A `cd`/`pushd`/`popd`, `env -C` or the like runs: relative write targets no longer
+    /// name known files.
     pub changes_dir: bool,
+    /// Bytes that may still be parsed.
+    parse_budget: usize,
+    /// Tree nodes that may still be visited.
+    node_budget: usize,
+}
+
+impl Default for Sink {
+    fn default() -> Self {
+        Self {
+            parts: Vec::new(),
+            changes_dir: false,
+            parse_budget: PARSE_BUDGET,
+            node_budget: NODE_BUDGET,
+        }
+    }
 }
 
 impl Sink {
     pub(crate) fn indeterminate(&mut self, text: &str, why: &'static str) {
         self.parts.push(Part::Indeterminate {
-            text: text.to_string(),
+            text: shorten(text),
             why,
         });
     }
+
+    /// Takes one tree node from the budget; false when it is spent.
+    pub(crate) fn spend_node(&mut self) -> bool {
+        let left = self.node_budget > 0;
+        self.node_budget = self.node_budget.saturating_sub(1);
+        left
+    }
+
+    /// Judges what a scanned word does beyond its value: its substitutions as scripts,
+    /// its hazards as indeterminate parts, an assignment as an assignment part.
+    pub(crate) fn effects(&mut self, text: &str, effects: Effects, env: Env) {
+        for body in effects.scripts {
+            script(&body, env.deeper(), self);
+        }
+        for why in effects.hazards {
+            self.indeterminate(text, why);
+        }
+        if effects.assigns {
+            self.parts.push(assignment(shorten(text)));
+        }
+    }
+}
+
+/// Messages quote at most this much of a construct.
+fn shorten(text: &str) -> String {
+    const MAX: usize = 200;
+    if text.len() <= MAX {
+        return text.to_string();
+    }
+    let mut end = MAX;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
 }
 
 /// What a nested part inherits.
@@ -128,7 +191,16 @@ pub(crate) fn script(src: &str, env: Env, sink: &mut Sink) {
 /// Adds the parts of a script by walking its parse tree.
 fn parsed(src: &str, env: Env, sink: &mut Sink) {
     if src.len() > MAX_LEN {
-        return sink.indeterminate("…", "command too long to judge");
+        return sink.indeterminate(src, "command too long to judge");
+    }
+    if src.len() > sink.parse_budget {
+        sink.parse_budget = 0;
+        return sink.indeterminate(src, "too much to judge: the budget for parsing is spent");
+    }
+    sink.parse_budget -= src.len();
+    if src.matches("<<").count() > MAX_HEREDOCS {
+        sink.effects(src, lex::effects_in(src), env);
+        return sink.indeterminate(src, "too many here-documents to judge");
     }
     let Some(tree) = parse(src) else {
         return sink.indeterminate(src, "the shell parser is unavailable");
@@ -193,283 +265,7 @@ const RESERVED: [&str; 16] = [
     "done", "in", "function", "coproc",
 ];
 
-struct Walker<'s, 'k> {
-    src: &'s str,
-    sink: &'k mut Sink,
-}
-
-impl Walker<'_, '_> {
-    fn text(&self, node: Node<'_>) -> &str {
-        &self.src[node.byte_range()]
-    }
-
-    fn node(&mut self, node: Node<'_>, env: Env) {
-        if env.too_deep() {
-            let text = self.text(node).to_string();
-            return self.sink.indeterminate(&text, "nested too deeply to judge");
-        }
-        let inner = env.deeper();
-        match node.kind() {
-            "program" | "list" | "pipeline" | "subshell" | "compound_statement" | "do_group"
-            | "if_statement" | "elif_clause" | "else_clause" | "while_statement"
-            | "negated_command" | "ERROR" => self.children(node, inner),
-            "comment" | "heredoc_start" | "heredoc_end" => {}
-            "command" => self.command(node, env),
-            "redirected_statement" | "function_definition" => {
-                let mut cursor = node.walk();
-                for child in node.named_children(&mut cursor) {
-                    if is_redirect(child.kind()) {
-                        self.redirect(child, inner);
-                    } else if child.kind() != "word" {
-                        // The body; a function name (a `word`) runs nothing.
-                        self.node(child, inner);
-                    }
-                }
-            }
-            "variable_assignment" | "variable_assignments" => {
-                self.substitutions(node, inner);
-                let text = self.text(node).to_string();
-                self.sink.parts.push(assignment(text));
-            }
-            "declaration_command" | "unset_command" => self.declaration(node, env),
-            "test_command" => {
-                self.substitutions(node, inner);
-                let text = self.text(node).to_string();
-                let words = vec![Word::literal("[["), Word::unknown(text.clone(), false)];
-                self.sink.parts.push(Part::Command {
-                    words,
-                    text,
-                    restriction: env.assigns.then_some(Restriction::Assignment),
-                });
-            }
-            "for_statement" => self.for_statement(node, inner),
-            "case_statement" | "case_item" => {
-                for (field, child) in fields(node) {
-                    if field == Some("value") {
-                        self.substitutions(child, inner);
-                    } else {
-                        self.node(child, inner);
-                    }
-                }
-            }
-            kind if is_redirect(kind) => self.redirect(node, inner),
-            _ => {
-                self.substitutions(node, inner);
-                let text = self.text(node).to_string();
-                self.sink
-                    .indeterminate(&text, "a shell construct the policy does not judge");
-            }
-        }
-    }
-
-    fn children(&mut self, node: Node<'_>, env: Env) {
-        let mut cursor = node.walk();
-        for child in node.named_children(&mut cursor) {
-            self.node(child, env);
-        }
-    }
-
-    /// Judges the commands of every `$( )`, `` ` ` `` and `<( )` in `node` (itself included).
-    fn substitutions(&mut self, node: Node<'_>, env: Env) {
-        if env.too_deep() {
-            let text = self.text(node).to_string();
-            return self.sink.indeterminate(&text, "nested too deeply to judge");
-        }
-        match node.kind() {
-            "command_substitution" | "process_substitution" => self.children(node, env.deeper()),
-            _ if node.named_child_count() == 0 => {}
-            _ => {
-                let mut cursor = node.walk();
-                for child in node.named_children(&mut cursor) {
-                    self.substitutions(child, env.deeper());
-                }
-            }
-        }
-    }
-
-    fn command(&mut self, node: Node<'_>, env: Env) {
-        let inner = env.deeper();
-        let mut words = Vec::new();
-        let mut assigned = false;
-        for (field, child) in fields(node) {
-            match (field, child.kind()) {
-                (_, "variable_assignment") => {
-                    assigned = true;
-                    self.substitutions(child, inner);
-                }
-                (Some("name"), _) => {
-                    self.substitutions(child, inner);
-                    let name = match child.named_child(0) {
-                        Some(n) if child.named_child_count() == 1 => word(n, self.src),
-                        _ => Word::unknown(self.text(child), true),
-                    };
-                    words.push(name);
-                }
-                (Some("argument"), _) => {
-                    self.substitutions(child, inner);
-                    words.push(word(child, self.src));
-                }
-                (_, kind) if is_redirect(kind) => self.redirect(child, inner),
-                _ => self.node(child, inner),
-            }
-        }
-        if words.is_empty() {
-            if assigned {
-                let text = self.text(node).to_string();
-                self.sink.parts.push(assignment(text));
-            }
-            return;
-        }
-        let env = Env {
-            assigns: env.assigns || assigned,
-            ..inner
-        };
-        if assigned {
-            // Show the assignments the words leave out.
-            let text = self.text(node).to_string();
-            commands::simple_shown(words, text, env, self.sink);
-        } else {
-            commands::simple(words, env, self.sink);
-        }
-    }
-
-    /// `export A=1`, `declare -x B`, `unset C`: judged as commands; setting a variable
-    /// makes them assignments.
-    fn declaration(&mut self, node: Node<'_>, env: Env) {
-        let inner = env.deeper();
-        let keyword = node
-            .child(0)
-            .map(|k| self.text(k).to_string())
-            .unwrap_or_default();
-        let mut words = vec![Word::literal(keyword)];
-        let mut assigned = false;
-        let mut cursor = node.walk();
-        for child in node.named_children(&mut cursor) {
-            self.substitutions(child, inner);
-            match child.kind() {
-                "variable_assignment" => {
-                    assigned = true;
-                    let known = child
-                        .child_by_field_name("value")
-                        .is_none_or(|v| word(v, self.src).known);
-                    let text = self.text(child);
-                    words.push(if known {
-                        Word::literal(text)
-                    } else {
-                        Word::unknown(text, false)
-                    });
-                }
-                "variable_name" => words.push(Word::literal(self.text(child))),
-                _ => words.push(word(child, self.src)),
-            }
-        }
-        let text = join(&words);
-        let restriction = (env.assigns || assigned).then_some(Restriction::Assignment);
-        self.sink.parts.push(Part::Command {
-            words,
-            text,
-            restriction,
-        });
-    }
-
-    /// A loop variable is an assignment like any other; the loop words may hold
-    /// substitutions; the body is judged.
-    fn for_statement(&mut self, node: Node<'_>, env: Env) {
-        for (field, child) in fields(node) {
-            match field {
-                Some("variable") => {
-                    let text = format!("for {}", self.text(child));
-                    self.sink.parts.push(assignment(text));
-                }
-                Some("value") => self.substitutions(child, env),
-                _ => self.node(child, env),
-            }
-        }
-    }
-
-    fn redirect(&mut self, node: Node<'_>, env: Env) {
-        match node.kind() {
-            "file_redirect" => self.file_redirect(node, env),
-            "heredoc_redirect" => {
-                let mut cursor = node.walk();
-                for child in node.named_children(&mut cursor) {
-                    match child.kind() {
-                        "heredoc_body" => self.substitutions(child, env),
-                        kind if is_redirect(kind) => self.redirect(child, env),
-                        // The rest of a pipeline or list that follows `<<EOF` on its line.
-                        _ => self.node(child, env),
-                    }
-                }
-            }
-            "herestring_redirect" => self.substitutions(node, env),
-            _ => self.node(node, env),
-        }
-    }
-
-    fn file_redirect(&mut self, node: Node<'_>, env: Env) {
-        self.substitutions(node, env);
-        let mut operator = "";
-        let mut destinations = Vec::new();
-        let mut cursor = node.walk();
-        if cursor.goto_first_child() {
-            loop {
-                let child = cursor.node();
-                if !child.is_named() {
-                    operator = child.kind();
-                } else if cursor.field_name() == Some("destination") {
-                    destinations.push(child);
-                }
-                if !cursor.goto_next_sibling() {
-                    break;
-                }
-            }
-        }
-        let writes = match operator {
-            ">" | ">>" | "&>" | "&>>" | ">|" | "<>" => true,
-            // `>&2` duplicates a descriptor; `>& file` writes the file.
-            ">&" => destinations.iter().any(|d| d.kind() != "number"),
-            _ => false,
-        };
-        if !writes {
-            return;
-        }
-        let text = self.text(node).to_string();
-        for destination in destinations {
-            let target = word(destination, self.src);
-            if let Some(part) = write_part(&target, &text) {
-                self.sink.parts.push(part);
-            }
-        }
-    }
-}
-
-/// The named children of `node` with their field names, read with one cursor (asking a
-/// node for a child's field name walks its children again).
-fn fields<'t>(node: Node<'t>) -> Vec<(Option<&'static str>, Node<'t>)> {
-    let mut out = Vec::with_capacity(node.child_count());
-    let mut cursor = node.walk();
-    if cursor.goto_first_child() {
-        loop {
-            let child = cursor.node();
-            if child.is_named() {
-                out.push((cursor.field_name(), child));
-            }
-            if !cursor.goto_next_sibling() {
-                break;
-            }
-        }
-    }
-    out
-}
-
-fn is_redirect(kind: &str) -> bool {
-    matches!(
-        kind,
-        "file_redirect" | "heredoc_redirect" | "herestring_redirect"
-    )
-}
-
-fn assignment(text: String) -> Part {
+pub(crate) fn assignment(text: String) -> Part {
     Part::Command {
         words: vec![Word::literal(text.clone())],
         text,

@@ -1,7 +1,5 @@
-//! Quote and escape removal: what a shell word will be when the command runs, if that can
-//! be known from the text alone.
-
-use tree_sitter::Node;
+//! A shell word as the judge sees it: what it will be when the command runs, if that can
+//! be known from the text alone (`lex` computes it).
 
 /// One word of a command.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,162 +41,64 @@ impl Word {
     }
 }
 
-/// The word a tree node stands for. Any construct not understood here is unknown.
-pub(crate) fn word(node: Node<'_>, src: &str) -> Word {
-    let text = &src[node.byte_range()];
-    match node.kind() {
-        "word" => unquoted(text),
-        "number" if node.named_child_count() == 0 => Word::literal(text),
-        "raw_string" => match strip(text, "'", "'") {
-            Some(inner) => Word::literal(inner),
-            None => Word::unknown(text, false),
-        },
-        "string" => double_quoted(node, text),
-        "translated_string" => match node.named_child(0) {
-            Some(inner) if inner.kind() == "string" => {
-                double_quoted(inner, &src[inner.byte_range()])
-            }
-            _ => Word::unknown(text, false),
-        },
-        "ansi_c_string" => match strip(text, "$'", "'").and_then(ansi_c) {
-            Some(decoded) => Word::literal(decoded),
-            None => Word::unknown(text, false),
-        },
-        "concatenation" => concatenation(node, src),
-        _ => Word::unknown(text, true),
-    }
-}
-
-fn strip<'a>(text: &'a str, open: &str, close: &str) -> Option<&'a str> {
-    text.strip_prefix(open)?.strip_suffix(close)
-}
-
-fn concatenation(node: Node<'_>, src: &str) -> Word {
-    let full = &src[node.byte_range()];
-    let mut out = Word::literal(String::new());
-    let mut end = node.start_byte();
-    let mut cursor = node.walk();
-    for child in node.children(&mut cursor) {
-        // A gap or an anonymous piece (a stray `$`) is something this code does not model.
-        if !child.is_named() || child.start_byte() != end {
-            return Word::unknown(full, true);
-        }
-        end = child.end_byte();
-        let part = word(child, src);
-        out.known &= part.known;
-        out.splits |= part.splits;
-        out.pattern |= part.pattern;
-        out.text.push_str(&part.text);
-    }
-    if end != node.end_byte() {
-        return Word::unknown(full, true);
-    }
-    if !out.known {
-        out.text = full.to_string();
-    }
-    out
-}
-
-/// An unquoted word: backslash escapes are removed; unescaped glob and brace characters
-/// and a leading tilde mark it as a pattern.
-fn unquoted(text: &str) -> Word {
-    let mut out = String::with_capacity(text.len());
-    let mut pattern = text.starts_with('~');
-    let mut chars = text.chars();
-    while let Some(c) = chars.next() {
-        match c {
-            '\\' => match chars.next() {
-                Some('\n') => {}
-                Some(escaped) => out.push(escaped),
-                None => out.push('\\'),
-            },
-            '$' | '`' => return Word::unknown(text, true),
-            '*' | '?' | '[' | '{' => {
-                pattern = true;
-                out.push(c);
-            }
-            _ => out.push(c),
-        }
-    }
-    Word {
-        text: out,
-        known: true,
-        pattern,
-        splits: false,
-    }
-}
-
-/// A `"…"` string: literal unless it holds an expansion; inside, a backslash only escapes
-/// `$`, `` ` ``, `"`, `\` and a newline.
-fn double_quoted(node: Node<'_>, text: &str) -> Word {
-    let mut cursor = node.walk();
-    if node
-        .named_children(&mut cursor)
-        .any(|c| c.kind() != "string_content")
-    {
-        return Word::unknown(text, false);
-    }
-    let Some(inner) = strip(text, "\"", "\"") else {
-        return Word::unknown(text, false);
-    };
-    let mut out = String::with_capacity(inner.len());
+/// Decodes the inside of `$'…'` to the bytes bash makes of it: octal escapes keep their
+/// low 8 bits, `\x` takes up to two hex digits, `\u`/`\U` are encoded as UTF-8, `\cX` is a
+/// control character. `None` when the result holds a NUL (bash ends the word there) or
+/// an escape is not modelled.
+pub(crate) fn ansi_c(inner: &str) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(inner.len());
     let mut chars = inner.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c == '\\' {
-            match chars.peek() {
-                Some('\n') => {
-                    chars.next();
-                    continue;
-                }
-                Some(&e @ ('$' | '`' | '"' | '\\')) => {
-                    chars.next();
-                    out.push(e);
-                    continue;
-                }
-                _ => {}
-            }
-        }
-        out.push(c);
-    }
-    Word::literal(out)
-}
-
-/// Decodes the inside of `$'…'`; `None` for an escape bash would treat in a way not
-/// modelled here.
-fn ansi_c(inner: &str) -> Option<String> {
-    let mut out = String::with_capacity(inner.len());
-    let mut chars = inner.chars().peekable();
+    let mut buf = [0; 4];
     while let Some(c) = chars.next() {
         if c != '\\' {
-            out.push(c);
+            out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
             continue;
         }
-        let e = chars.next()?;
+        let Some(e) = chars.next() else {
+            out.push(b'\\');
+            break;
+        };
         let simple = match e {
-            'a' => Some('\x07'),
-            'b' => Some('\x08'),
-            'e' | 'E' => Some('\x1b'),
-            'f' => Some('\x0c'),
-            'n' => Some('\n'),
-            'r' => Some('\r'),
-            't' => Some('\t'),
-            'v' => Some('\x0b'),
-            '\\' | '\'' | '"' | '?' => Some(e),
+            'a' => Some(0x07),
+            'b' => Some(0x08),
+            'e' | 'E' => Some(0x1b),
+            'f' => Some(0x0c),
+            'n' => Some(b'\n'),
+            'r' => Some(b'\r'),
+            't' => Some(b'\t'),
+            'v' => Some(0x0b),
+            '\\' | '\'' | '"' | '?' => Some(e as u8),
             _ => None,
         };
         if let Some(s) = simple {
             out.push(s);
             continue;
         }
-        let (radix, max, first) = match e {
-            '0'..='7' => (8, 3, Some(e)),
-            'x' => (16, 2, None),
-            'u' => (16, 4, None),
-            'U' => (16, 8, None),
-            _ => return None,
+        let (radix, max) = match e {
+            '0'..='7' => (8, 2),
+            'x' => (16, 2),
+            'u' => (16, 4),
+            'U' => (16, 8),
+            'c' => {
+                let control = chars.next()?;
+                if !control.is_ascii() {
+                    return None;
+                }
+                out.push(control.to_ascii_uppercase() as u8 & 0x1f);
+                continue;
+            }
+            _ => {
+                // Bash keeps an unknown escape as it is.
+                out.push(b'\\');
+                out.extend_from_slice(e.encode_utf8(&mut buf).as_bytes());
+                continue;
+            }
         };
-        let mut digits: String = first.into_iter().collect();
-        while digits.len() < max {
+        let mut digits = String::new();
+        if radix == 8 {
+            digits.push(e);
+        }
+        while digits.len() < max + usize::from(radix == 8) {
             match chars.peek() {
                 Some(d) if d.is_digit(radix) => {
                     digits.push(*d);
@@ -207,35 +107,23 @@ fn ansi_c(inner: &str) -> Option<String> {
                 _ => break,
             }
         }
-        let value = u32::from_str_radix(&digits, radix).ok()?;
-        // A NUL ends the word in bash; anything else undecodable is refused.
-        if value == 0 {
-            return None;
+        if digits.is_empty() {
+            // `\x` without digits stays as it is.
+            out.push(b'\\');
+            out.extend_from_slice(e.encode_utf8(&mut buf).as_bytes());
+            continue;
         }
-        out.push(char::from_u32(value)?);
+        let value = u32::from_str_radix(&digits, radix).ok()?;
+        match e {
+            'u' | 'U' => {
+                let c = char::from_u32(value)?;
+                out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
+            }
+            _ => out.push((value & 0xff) as u8),
+        }
+    }
+    if out.contains(&0) {
+        return None;
     }
     Some(out)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ansi_c_decodes() {
-        assert_eq!(ansi_c(r"\x72m").as_deref(), Some("rm"));
-        assert_eq!(ansi_c(r"\162m").as_deref(), Some("rm"));
-        assert_eq!(ansi_c(r"\u0072m").as_deref(), Some("rm"));
-        assert_eq!(ansi_c(r"a\'b").as_deref(), Some("a'b"));
-        assert_eq!(ansi_c(r"\cA"), None);
-    }
-
-    #[test]
-    fn unquoted_words() {
-        assert_eq!(unquoted(r"\rm").text, "rm");
-        assert!(unquoted("a*b").pattern);
-        assert!(!unquoted(r"a\*b").pattern);
-        assert!(unquoted("~/x").pattern);
-        assert!(!unquoted("a$").known);
-    }
 }

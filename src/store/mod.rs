@@ -2,9 +2,10 @@
 //!
 //! The event log is the record of every tool call: decisions (`run.toolcall.approved`,
 //! `…denied`, `…asked`, `…resolved`) and results (`run.toolcall.result`) carry the call's
-//! id, tool, command, path, decision and reason as attributes. Pending asks and the set of
-//! decided call ids are rebuilt from it when a run is restored, so one tool call costs one
-//! row, and nothing the worker heard can be missing from the log.
+//! id, tool, command, path (and resolved path, when the worker sent one), decision and
+//! reason as attributes. Pending asks and the set of decided call ids are rebuilt from it
+//! when a run is restored, so one tool call costs one row, and nothing the worker heard
+//! can be missing from the log.
 
 mod sqlite;
 

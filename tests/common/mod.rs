@@ -313,12 +313,26 @@ impl Worker {
         command: &str,
         path: &str,
     ) -> pb::ToolCallResponse {
+        self.call_resolved(call_id, tool, command, path, "").await
+    }
+
+    /// Asks for a tool call whose path the worker resolved to `resolved_path`, and returns
+    /// the first response.
+    pub async fn call_resolved(
+        &mut self,
+        call_id: &str,
+        tool: &str,
+        command: &str,
+        path: &str,
+        resolved_path: &str,
+    ) -> pb::ToolCallResponse {
         self.send(In::ToolCallRequest(pb::ToolCallRequest {
             run_id: self.run_id.clone(),
             call_id: call_id.into(),
             tool: tool.into(),
             command: command.into(),
             path: path.into(),
+            resolved_path: resolved_path.into(),
         }))
         .await;
         match self.recv().await {

@@ -117,10 +117,19 @@ fn tool_call_types_use_seed_names_and_omit_empty_fields() {
         tool: "Read".into(),
         command: String::new(),
         path: "src/lib.rs".into(),
+        resolved_path: String::new(),
     };
     assert_eq!(
         serde_json::to_value(&req).unwrap(),
         json!({"run_id": "r", "call_id": "c1", "tool": "Read", "path": "src/lib.rs"})
+    );
+    let resolved = ToolCallRequest {
+        resolved_path: "/etc/passwd".into(),
+        ..req.clone()
+    };
+    assert_eq!(
+        serde_json::to_value(&resolved).unwrap()["resolved_path"],
+        json!("/etc/passwd")
     );
     let resp = ToolCallResponse {
         run_id: "r".into(),

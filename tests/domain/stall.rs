@@ -35,7 +35,8 @@ fn progress_resets_the_counter() {
 
 #[test]
 fn each_progress_tool_is_progress() {
-    for tool in ["Edit", "Write", "Bash"] {
+    // Any case: the policy judges `bash` as Bash, so its steps count as Bash's do.
+    for tool in ["Edit", "Write", "Bash", "bash", "EDIT", "write"] {
         let mut tracker = StallTracker::new(2);
         tracker.record_step("Read", true, "r");
         tracker.record_step(tool, true, "fresh output");

@@ -210,6 +210,7 @@ impl From<&ToolCallRequest> for pb::ToolCallRequest {
             tool: req.tool.clone(),
             command: req.command.clone(),
             path: req.path.clone(),
+            resolved_path: req.resolved_path.clone(),
         }
     }
 }
@@ -225,6 +226,7 @@ impl TryFrom<pb::ToolCallRequest> for ToolCallRequest {
             tool: required("tool", req.tool)?,
             command: bounded("command", req.command)?,
             path: bounded("path", req.path)?,
+            resolved_path: bounded("resolved_path", req.resolved_path)?,
         })
     }
 }
