@@ -77,5 +77,38 @@ fn evaluation(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, evaluation);
+/// Lines at the 100,000-byte cap built to be expensive to judge: the budget bounds what
+/// any of them costs (the goal: at most 50 ms each).
+fn hostile(c: &mut Criterion) {
+    let registry = ProfileRegistry::builtin();
+    let Some(permissive) = registry.get("headless-permissive-sandbox") else {
+        return;
+    };
+    let mut group = c.benchmark_group("policy_hostile_100k");
+    group.sample_size(10);
+    group.measurement_time(Duration::from_secs(3));
+    group.warm_up_time(Duration::from_millis(300));
+    for (name, unit) in [
+        ("pipes", "a|"),
+        ("lists", "a;"),
+        ("heredocs", "cat <<E "),
+        ("substitutions", "$("),
+        ("backticks", "\\`"),
+        ("subshells", "("),
+        ("expansions", "${x:-"),
+        ("process_substitutions", "a<(b "),
+    ] {
+        let line = unit.repeat(99_000 / unit.len());
+        let call = ToolCall {
+            tool: "Bash",
+            command: &line,
+            workspace_root: Some("/home/dev/repo"),
+            ..Default::default()
+        };
+        group.bench_function(name, |b| b.iter(|| permissive.evaluate(black_box(&call))));
+    }
+    group.finish();
+}
+
+criterion_group!(benches, evaluation, hostile);
 criterion_main!(benches);

@@ -34,6 +34,9 @@ pub(crate) fn simple_shown(mut words: Vec<Word>, text: String, env: Env, sink: &
         path_name = true;
     }
     let name = words[0].text.clone();
+    // The command itself goes before what its builtin or program tables add, so that a
+    // deny of the command is what the verdict names.
+    let at = sink.parts.len();
     let state = builtin(&name, &words, &text, env, sink);
     let restriction = env
         .assigns
@@ -43,18 +46,19 @@ pub(crate) fn simple_shown(mut words: Vec<Word>, text: String, env: Env, sink: &
     programs::judge(&name, &words, &text, sink);
     let runs = wrappers::runs_commands(&name) || is_shell(&name) || RUNS_STRINGS.contains(&&*name);
     if !runs {
-        sink.parts.push(Part::Command {
+        let part = Part::Command {
             words,
             text,
             restriction,
-        });
-        return;
+        };
+        return sink.parts.insert(at, part);
     }
-    sink.parts.push(Part::Command {
+    let part = Part::Command {
         words: words.clone(),
         text: text.clone(),
         restriction,
-    });
+    };
+    sink.parts.insert(at, part);
     let env = env.deeper();
     let args = &words[1..];
     match name.as_str() {

@@ -1,20 +1,22 @@
 //! Where bash constructs end — `${…}`, `"…"`, `$(…)` with the here-documents inside it,
-//! `$'…'` — found by skipping quotes and nesting as bash does, for the word scanner.
+//! `$'…'` — found by skipping quotes and nesting as bash does, for the word scanner. Too
+//! deep a nesting counts as not ending (and so is a hazard).
 
-use super::lex::{heredoc_delimiter, word_at};
+use super::lex::{heredoc_delimiter, word_at, Nesting};
 
 /// The offset of the `}` that closes a `${` whose body starts at `start`, skipping quotes
 /// and nested expansions.
 pub(crate) fn matching_brace(src: &str, start: usize) -> Option<usize> {
+    let _level = Nesting::enter()?;
     let bytes = src.as_bytes();
     let mut depth = 0usize;
     let mut i = start;
     while i < bytes.len() {
         match bytes[i] {
             b'\\' => i += 1,
-            b'\'' => i += src[i + 1..].find('\'')? + 1,
+            b'\'' => i += find_byte(bytes, i + 1, b'\'')? + 1,
             b'"' => i = skip_double_quotes(src, i + 1)?,
-            b'`' => i += src[i + 1..].find('`')? + 1,
+            b'`' => i += find_byte(bytes, i + 1, b'`')? + 1,
             b'$' if bytes.get(i + 1) == Some(&b'(') => i = skip_script(src, i + 2, ')')?,
             b'$' if bytes.get(i + 1) == Some(&b'{') => {
                 depth += 1;
@@ -31,13 +33,14 @@ pub(crate) fn matching_brace(src: &str, start: usize) -> Option<usize> {
 
 /// The offset of the `"` that ends a double-quoted string whose inside starts at `start`.
 pub(crate) fn skip_double_quotes(src: &str, start: usize) -> Option<usize> {
+    let _level = Nesting::enter()?;
     let bytes = src.as_bytes();
     let mut i = start;
     while i < bytes.len() {
         match bytes[i] {
             b'\\' => i += 1,
             b'"' => return Some(i),
-            b'`' => i += src[i + 1..].find('`')? + 1,
+            b'`' => i += find_byte(bytes, i + 1, b'`')? + 1,
             b'$' if bytes.get(i + 1) == Some(&b'(') => i = skip_script(src, i + 2, ')')?,
             b'$' if bytes.get(i + 1) == Some(&b'{') => i = matching_brace(src, i + 2)?,
             _ => {}
@@ -52,6 +55,7 @@ pub(crate) fn skip_double_quotes(src: &str, start: usize) -> Option<usize> {
 /// counted. Bash itself parses the body to find its end; where this count differs (a
 /// `case` pattern's lone `)`), the body found does not parse and is indeterminate.
 pub(crate) fn skip_script(src: &str, start: usize, close: char) -> Option<usize> {
+    let _level = Nesting::enter()?;
     let bytes = src.as_bytes();
     let mut depth = 0usize;
     let mut i = start;
@@ -63,10 +67,10 @@ pub(crate) fn skip_script(src: &str, start: usize, close: char) -> Option<usize>
         word_start = matches!(b, b' ' | b'\t' | b'\n' | b';' | b'&' | b'|' | b'(' | b')');
         match b {
             b'\\' => i += 1,
-            b'\'' => i += src[i + 1..].find('\'')? + 1,
+            b'\'' => i += find_byte(bytes, i + 1, b'\'')? + 1,
             b'"' => i = skip_double_quotes(src, i + 1)?,
-            b'`' => i += src[i + 1..].find('`')? + 1,
-            b'#' if at_word_start => match src[i..].find('\n') {
+            b'`' => i += find_byte(bytes, i + 1, b'`')? + 1,
+            b'#' if at_word_start => match find_byte(bytes, i, b'\n') {
                 Some(n) => {
                     i += n;
                     continue;
@@ -74,7 +78,7 @@ pub(crate) fn skip_script(src: &str, start: usize, close: char) -> Option<usize>
                 None => return None,
             },
             b'$' if bytes.get(i + 1) == Some(&b'{') => i = matching_brace(src, i + 2)?,
-            b'<' if src[i..].starts_with("<<") && !src[i..].starts_with("<<<") => {
+            b'<' if bytes[i..].starts_with(b"<<") && !bytes[i..].starts_with(b"<<<") => {
                 let mut j = i + 2;
                 if bytes.get(j) == Some(&b'-') {
                     j += 1;
@@ -97,7 +101,11 @@ pub(crate) fn skip_script(src: &str, start: usize, close: char) -> Option<usize>
             }
             b'(' => depth += 1,
             b')' if depth > 0 => depth -= 1,
-            _ if depth == 0 && src[i..].starts_with(close) => return Some(i),
+            _ if depth == 0
+                && bytes[i..].starts_with(close.encode_utf8(&mut [0; 4]).as_bytes()) =>
+            {
+                return Some(i)
+            }
             _ => {}
         }
         i += 1;
@@ -140,4 +148,10 @@ pub(crate) fn ansi_c_len(rest: &str) -> Option<usize> {
         }
     }
     None
+}
+
+/// The distance from `from` to the next `byte` (ASCII), by bytes: positions inside a
+/// multi-byte character are never sliced at.
+fn find_byte(bytes: &[u8], from: usize, byte: u8) -> Option<usize> {
+    bytes.get(from..)?.iter().position(|&b| b == byte)
 }

@@ -7,6 +7,8 @@
 //! rules, and the walker checks that both agree on where the word ends; where they do not,
 //! the command is indeterminate. Substitution bodies found here are judged as scripts.
 
+use std::cell::Cell;
+
 use super::expansion::{assigns_in_arithmetic, parameter};
 use super::extent::{ansi_c_len, matching_brace, skip_script};
 use super::words::{ansi_c, Word};
@@ -52,6 +54,37 @@ pub(crate) const ARITHMETIC_SUBSCRIPT: &str =
 const UNTERMINATED: &str = "a quote, expansion or substitution that does not end";
 const CONTINUED_EXPANSION: &str = "an expansion split by a backslash-newline";
 const NOT_TEXT: &str = "a word that is not valid text (or holds a NUL byte)";
+const TOO_DEEP: &str = "expansions nested too deeply to judge";
+
+/// How deep scans may nest (an expansion inside an expansion inside …): the scanner
+/// recurses, and the recursion must stay far inside a thread's stack on any input.
+const MAX_NESTING: u32 = 48;
+
+thread_local! {
+    static NESTING: Cell<u32> = const { Cell::new(0) };
+}
+
+/// One level of nested scanning on this thread, given back when dropped.
+pub(crate) struct Nesting(());
+
+impl Nesting {
+    /// Enters one more level; `None` when scans are nested too deeply already.
+    pub(crate) fn enter() -> Option<Self> {
+        NESTING.with(|depth| {
+            let now = depth.get();
+            (now < MAX_NESTING).then(|| {
+                depth.set(now + 1);
+                Nesting(())
+            })
+        })
+    }
+}
+
+impl Drop for Nesting {
+    fn drop(&mut self) {
+        NESTING.with(|depth| depth.set(depth.get().saturating_sub(1)));
+    }
+}
 
 /// Scans the word that starts at `start` in `src`, ending at the first unquoted
 /// metacharacter, as bash reads a word of a command.
@@ -83,6 +116,10 @@ pub(crate) fn operand_effects(text: &str) -> Effects {
 }
 
 fn scan_all(mut scanner: Scanner<'_>) -> Effects {
+    let Some(_level) = Nesting::enter() else {
+        scanner.effects.hazard(TOO_DEEP);
+        return scanner.effects;
+    };
     let text = scanner.src;
     let mut value = Value::default();
     while scanner.pos < text.len() {
@@ -441,7 +478,7 @@ impl<'s> Scanner<'s> {
         let bytes = self.src.as_bytes();
         let mut i = start;
         while i < bytes.len() {
-            if depth == 0 && self.src[i..].starts_with(close) {
+            if depth == 0 && bytes[i..].starts_with(close.as_bytes()) {
                 let text = &self.src[start..i];
                 self.arithmetic_text(text);
                 self.pos = i + close.len();

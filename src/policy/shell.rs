@@ -4,26 +4,30 @@
 //! indeterminate part, so that a gap in the model fails closed.
 
 use std::cell::RefCell;
-use tree_sitter::{Parser, Tree};
+use tree_sitter::{ParseOptions, ParseState, Parser, Tree};
 
 use super::commands;
-use super::lex::{self, Effects};
+use super::lex::Effects;
 use super::walk::Walker;
 use super::words::Word;
 
 /// Nesting (of substitutions, `bash -c` scripts, wrappers, tree depth) beyond which the
 /// command is indeterminate; it bounds recursion on hostile input.
-const MAX_DEPTH: u32 = 200;
+const MAX_DEPTH: u32 = 100;
 /// Longer command lines are indeterminate rather than parsed.
 pub(crate) const MAX_LEN: usize = 100_000;
 /// Bytes parsed in all (a substitution's body is parsed again on its own), and tree nodes
 /// visited, before the rest of a line is indeterminate: this bounds the cost of judging
 /// any line of up to `MAX_LEN` bytes.
-const PARSE_BUDGET: usize = 4 * MAX_LEN;
-const NODE_BUDGET: usize = 100_000;
+const PARSE_BUDGET: usize = 2 * MAX_LEN;
+const NODE_BUDGET: usize = 20_000;
 /// Here-document operators in one script: tree-sitter-bash's cost grows with the square of
 /// their count, and no real command needs many.
 const MAX_HEREDOCS: usize = 64;
+/// Parser steps of 100 operations each, for all the parses of one line: about 20 ms of
+/// the slowest hostile input; a dense 6.5 KB script takes 43.
+const PARSE_STEPS: usize = 150;
+pub(crate) const BUDGET_SPENT: &str = "too much to judge: the budget for judging is spent";
 
 /// Why allow rules may not apply to a command part.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,6 +81,8 @@ pub(crate) struct Sink {
     parse_budget: usize,
     /// Tree nodes that may still be visited.
     node_budget: usize,
+    /// Parser steps (of 100 operations each) that may still be taken.
+    parse_steps: usize,
 }
 
 impl Default for Sink {
@@ -86,6 +92,7 @@ impl Default for Sink {
             changes_dir: false,
             parse_budget: PARSE_BUDGET,
             node_budget: NODE_BUDGET,
+            parse_steps: PARSE_STEPS,
         }
     }
 }
@@ -195,15 +202,18 @@ fn parsed(src: &str, env: Env, sink: &mut Sink) {
     }
     if src.len() > sink.parse_budget {
         sink.parse_budget = 0;
-        return sink.indeterminate(src, "too much to judge: the budget for parsing is spent");
+        return sink.indeterminate(src, BUDGET_SPENT);
     }
     sink.parse_budget -= src.len();
     if src.matches("<<").count() > MAX_HEREDOCS {
-        sink.effects(src, lex::effects_in(src), env);
         return sink.indeterminate(src, "too many here-documents to judge");
     }
-    let Some(tree) = parse(src) else {
-        return sink.indeterminate(src, "the shell parser is unavailable");
+    let tree = match parse(src, &mut sink.parse_steps) {
+        Parsed::Tree(tree) => tree,
+        Parsed::OverBudget => return sink.indeterminate(src, BUDGET_SPENT),
+        Parsed::Unavailable => {
+            return sink.indeterminate(src, "the shell parser is unavailable");
+        }
     };
     let root = tree.root_node();
     if root.has_error() {
@@ -217,8 +227,20 @@ thread_local! {
     static PARSER: RefCell<Option<Parser>> = const { RefCell::new(None) };
 }
 
-fn parse(src: &str) -> Option<Tree> {
-    PARSER.with(|cell| {
+/// What came of a parse.
+enum Parsed {
+    Tree(Tree),
+    /// The parser used up the steps it had.
+    OverBudget,
+    Unavailable,
+}
+
+/// Parses `src`, taking the parser's steps from `steps`. tree-sitter reports progress
+/// every 100 operations; each report takes a step, and when none are left the parse is
+/// cancelled. Counting operations rather than time keeps the decision the same on a
+/// busy machine.
+fn parse(src: &str, steps: &mut usize) -> Parsed {
+    let parsed = PARSER.with(|cell| {
         let mut slot = cell.try_borrow_mut().ok()?;
         if slot.is_none() {
             let mut parser = Parser::new();
@@ -227,8 +249,40 @@ fn parse(src: &str) -> Option<Tree> {
                 .ok()?;
             *slot = Some(parser);
         }
-        slot.as_mut()?.parse(src, None)
-    })
+        let parser = slot.as_mut()?;
+        // tree-sitter-bash's scanner passes characters past U+00FF to `isdigit` and reads
+        // out of bounds (a crash), and takes Unicode spaces for blanks, which bash does
+        // not. Bash's metacharacters are all ASCII, so every other byte is read as a
+        // plain word character: the structure and the byte offsets stay bash's.
+        let sanitized: Vec<u8>;
+        let bytes = if src.is_ascii() {
+            src.as_bytes()
+        } else {
+            sanitized = src
+                .bytes()
+                .map(|b| if b.is_ascii() { b } else { b'x' })
+                .collect();
+            &sanitized
+        };
+        let mut over = false;
+        let mut progress = |_: &ParseState| {
+            over = *steps == 0;
+            *steps = steps.saturating_sub(1);
+            over
+        };
+        let options = ParseOptions::new().progress_callback(&mut progress);
+        let tree = parser.parse_with_options(
+            &mut |at, _| bytes.get(at..).unwrap_or_default(),
+            None,
+            Some(options),
+        );
+        if tree.is_none() {
+            // A cancelled parse would otherwise be resumed by the next one.
+            parser.reset();
+        }
+        Some(tree.map_or(Parsed::OverBudget, Parsed::Tree))
+    });
+    parsed.unwrap_or(Parsed::Unavailable)
 }
 
 /// The words of a command line that is one simple command of plain words, without parsing.

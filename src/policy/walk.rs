@@ -48,7 +48,7 @@ impl Walker<'_, '_> {
             return self.indeterminate(node, "nested too deeply to judge");
         }
         if !self.sink.spend_node() {
-            return self.indeterminate(node, "too much to judge: the budget for parsing is spent");
+            return self.indeterminate(node, super::shell::BUDGET_SPENT);
         }
         let inner = env.deeper();
         match node.kind() {
