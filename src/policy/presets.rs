@@ -1,4 +1,4 @@
-//! The four built-in profiles of DESIGN §2. Their names are part of the API.
+//! The four built-in profiles. Their names are part of the API.
 
 use super::profile::{
     PermissionRule, PolicyMode, PolicyProfile, QualityGate, TerminationCondition,
@@ -12,7 +12,7 @@ pub const DEFAULT_PROFILE: &str = "headless-safe-sandbox";
 /// Files that hold secrets; the sandbox presets keep the agent's hands off them.
 const SECRET_PATHS: [&str; 3] = [".env", "**/.env", "secrets/**"];
 
-/// The built-in profiles, in the order of DESIGN's table.
+/// The built-in profiles, from the most restrictive to the most trusting.
 pub fn presets() -> Vec<PolicyProfile> {
     vec![
         plan_readonly(),

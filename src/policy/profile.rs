@@ -83,7 +83,7 @@ pub struct ToolSpecifier {
     pub sub_pattern: Option<String>,
 }
 
-/// One line of a profile. See DESIGN §2 and docs/POLICY.md for when it matches.
+/// One line of a profile. docs/POLICY.md says when it matches.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PermissionRule {
