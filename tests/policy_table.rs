@@ -1,4 +1,4 @@
-//! The decision table of the four presets, one case per construct of DESIGN §2.
+//! The decision table of the four presets, one case per construct docs/POLICY.md describes.
 
 use runplane::domain::Decision;
 use runplane::policy::{CompiledProfile, ProfileRegistry, ToolCall};

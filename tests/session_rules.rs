@@ -1,4 +1,4 @@
-//! DESIGN §3's eight session rules against a real server, one test per behaviour.
+//! The eight session rules of docs/PROTOCOL.md against a real server, one test per behaviour.
 
 mod common;
 

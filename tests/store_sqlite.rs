@@ -500,7 +500,7 @@ async fn many_concurrent_writers_keep_every_log_gapless() {
     );
 }
 
-/// Throughput with 1,000 interleaved runs, the case DESIGN §5 warns about. Run with
+/// Throughput with 1,000 interleaved runs, the case that defeats a `(run_id, seq)` index. Run with
 /// `cargo test --release --test store_sqlite -- --ignored --nocapture`.
 #[tokio::test(flavor = "multi_thread")]
 #[ignore]

@@ -10,7 +10,7 @@ use super::UnknownValue;
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ExecMode {
-    /// Directly on the host filesystem; the seed's default.
+    /// Directly on the host filesystem; the default.
     #[default]
     Mount,
     /// In an isolated container.
@@ -84,7 +84,7 @@ impl DeliverMode {
         }
     }
 
-    /// Parses the seed's string, where `""` means no delivery.
+    /// Parses the serialised string, where `""` means no delivery.
     pub fn parse_optional(s: &str) -> Result<Option<DeliverMode>, UnknownValue> {
         if s.is_empty() {
             Ok(None)

@@ -7,7 +7,7 @@ use super::{DeliverMode, ExecMode, Status};
 
 /// One attempt by one agent to do one task under one policy profile.
 ///
-/// Field names and JSON shape are the seed's: optional strings are omitted when empty,
+/// Field names and JSON shape are part of the API: optional strings are omitted when empty,
 /// `deliver_mode` when none, `completed_at` until the run ends.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Run {
@@ -27,12 +27,12 @@ pub struct Run {
     /// Where the agent's tools act.
     #[serde(default)]
     pub exec_mode: ExecMode,
-    /// How changes are delivered on completion; `None` is the seed's empty string.
+    /// How changes are delivered on completion; `None` is serialised as the empty string.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deliver_mode: Option<DeliverMode>,
     /// Lifecycle status; moves only as `Status::can_transition` allows.
     pub status: Status,
-    /// Tool calls decided so far. Signed like the seed's `int` so that a corrupt value is
+    /// Tool calls decided so far. Signed (a JSON int) so that a corrupt value is
     /// caught by `validate` rather than wrapped silently.
     pub step_count: i32,
     /// Cost reported by tool results so far, in US dollars.

@@ -59,7 +59,7 @@ pub struct ToolCallResult {
     /// What the step cost in US dollars; zero when unknown.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub cost_usd: f64,
-    /// How long the tool ran, as integer nanoseconds like the seed's `time.Duration`.
+    /// How long the tool ran, as integer nanoseconds like Go's `time.Duration` in JSON.
     #[serde(default, skip_serializing_if = "Option::is_none", with = "nanos")]
     pub duration: Option<Duration>,
 }

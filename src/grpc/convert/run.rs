@@ -76,7 +76,7 @@ impl From<Option<DeliverMode>> for pb::DeliverMode {
     }
 }
 
-/// A wire deliver mode; UNSPECIFIED is the seed's "none".
+/// A wire deliver mode; UNSPECIFIED means none (no delivery).
 pub fn deliver_mode_from_proto(
     field: &'static str,
     value: i32,

@@ -1,7 +1,7 @@
 //! Checkpoints: copying the WAL back into the database file, mostly off the writer's
 //! thread. With SQLite's automatic checkpoints the commit that crosses the threshold pays
-//! for the copy, which is what made p99 commit latency 12–14 ms instead of 2.4 ms in the
-//! measurements of DESIGN §5.
+//! for the copy, which is what made p99 commit latency 12–14 ms instead of 2.4 ms at 50k rows/s
+//! from 1,000 waiting producers on a 2-core machine.
 //!
 //! The checkpointer thread runs a passive checkpoint every `interval`. A passive
 //! checkpoint never blocks the writer, and it copies every frame that was in the WAL when

@@ -3,7 +3,7 @@
 //!
 //! Reading a run's log needs the `(run_no, seq)` index of `events`, but with a thousand
 //! runs interleaved every appended event lands on its own leaf page of that index, so each
-//! commit wrote a whole 4 KiB page to the WAL for a 200-byte row (the DESIGN §5 trap; it
+//! commit wrote a whole 4 KiB page to the WAL for a 200-byte row (measured on a 2-core machine: it
 //! held the writer to ~40k commits/s). So a commit appends its events to `event_journal`,
 //! a rowid table without an index, where consecutive rows share the last page. The writer
 //! remembers the journal's rows by run and, a slice per group, moves them into `events`

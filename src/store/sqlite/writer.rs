@@ -1,7 +1,7 @@
 //! The writer thread: group commit.
 //!
 //! One transaction per group instead of per commit is what lifts the write rate from tens
-//! of thousands of rows a second to hundreds of thousands (DESIGN §5): the lock, the WAL
+//! of thousands of rows a second to hundreds of thousands (measured on a 2-core machine): the lock, the WAL
 //! append and, with `synchronous=FULL`, the fsync are paid once per group.
 //!
 //! One bad commit must fail alone, not take its group down. Instead of a savepoint per
