@@ -137,10 +137,10 @@ impl Walker<'_, '_> {
     /// only blanks and line continuations. tree-sitter-bash drops some words (a lone `-`
     /// after `local`) without an error.
     fn covered(&self, node: Node<'_>) -> bool {
+        // Pieces between line continuations hold only spaces and tabs.
         let blank = |gap: &str| {
-            gap.replace("\\\n", "")
-                .chars()
-                .all(|c| c == ' ' || c == '\t')
+            gap.split("\\\n")
+                .all(|piece| piece.bytes().all(|b| b == b' ' || b == b'\t'))
         };
         let mut pos = node.start_byte();
         for (_, child) in all_fields(node) {
