@@ -11,6 +11,7 @@ const PROTOS: &[&str] = &[
     "proto/runplane/v1/policy.proto",
     "proto/runplane/v1/run_service.proto",
     "proto/runplane/v1/worker_service.proto",
+    "proto/runplane/v1/access_service.proto",
 ];
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

@@ -1,6 +1,7 @@
 //! runplane: the control plane for AI coding-agent runs.
 #![forbid(unsafe_code)]
 
+pub mod auth;
 pub mod cli;
 pub mod coordinator;
 pub mod domain;

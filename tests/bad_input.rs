@@ -279,11 +279,12 @@ async fn broken_protocol_ends_the_stream_with_invalid_argument() {
     assert_eq!(err.code(), Code::InvalidArgument);
     assert_eq!(err.message(), "attach.run_id: required");
 
+    // No run, so no worker token for it: refused before anything else is looked at.
     let err = Worker::try_attach(&server, "unknown", "w")
         .await
         .err()
         .unwrap();
-    assert_eq!(err.code(), Code::NotFound);
+    assert_eq!(err.code(), Code::Unauthenticated);
     assert_eq!(
         status(&server.get_run(&run_id).await),
         pb::RunStatus::Pending
@@ -517,6 +518,7 @@ async fn a_worker_that_does_not_read_is_cut_off_with_resource_exhausted() {
     let (tx, rx) = tokio::sync::mpsc::channel(1024);
     tx.send(msg(In::Attach(pb::Attach {
         run_id: run_id.clone(),
+        token: server.worker_token(&run_id),
         ..Default::default()
     })))
     .await

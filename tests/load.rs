@@ -20,12 +20,13 @@ async fn next(stream: &mut tonic::Streaming<pb::CoordinatorMessage>) -> Out {
 async fn one_session(
     mut workers: WorkerServiceClient<tonic::transport::Channel>,
     run_id: String,
+    token: String,
 ) -> (String, usize, usize) {
     let (tx, rx) = tokio::sync::mpsc::channel(4);
     tx.send(msg(In::Attach(pb::Attach {
         run_id: run_id.clone(),
         worker_id: "load".into(),
-        token: String::new(),
+        token,
         workspace_root: "/repo".into(),
     })))
     .await
@@ -98,7 +99,7 @@ command_allow = ["rm"]
     .await;
     let mut channels = Vec::new();
     for _ in 0..CONNECTIONS {
-        channels.push(server.channel().await);
+        channels.push(server.raw_channel().await);
     }
     let mut run_ids = Vec::new();
     for _ in 0..SESSIONS {
@@ -107,7 +108,8 @@ command_allow = ["rm"]
     let mut tasks = Vec::new();
     for (i, run_id) in run_ids.iter().enumerate() {
         let workers = WorkerServiceClient::new(channels[i % CONNECTIONS].clone());
-        tasks.push(tokio::spawn(one_session(workers, run_id.clone())));
+        let token = server.worker_token(run_id);
+        tasks.push(tokio::spawn(one_session(workers, run_id.clone(), token)));
     }
     for task in tasks {
         let (run_id, allowed, acked) = task.await.unwrap();

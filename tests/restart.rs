@@ -10,10 +10,12 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use common::*;
+use runplane::cli::connect::{AuthChannel, Bearer};
 use runplane::grpc::pb;
 use runplane::grpc::pb::coordinator_message::Message as Out;
 use runplane::grpc::pb::worker_message::Message as In;
 use tokio_stream::wrappers::ReceiverStream;
+use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
 
 /// A `runplane serve` process.
@@ -71,6 +73,13 @@ async fn channel(addr: SocketAddr) -> Channel {
         .unwrap()
 }
 
+/// An operator connection carrying the admin token the server wrote to its data dir.
+async fn operator(addr: SocketAddr, data_dir: &Path) -> RunServiceClient<AuthChannel> {
+    let token = std::fs::read_to_string(data_dir.join("operator.token")).unwrap();
+    let bearer = Bearer::new(Some(token.trim())).unwrap();
+    RunServiceClient::new(InterceptedService::new(channel(addr).await, bearer))
+}
+
 /// A minimal worker over a raw channel (the common `Worker` is bound to a `TestServer`).
 struct RawWorker {
     tx: tokio::sync::mpsc::Sender<pb::WorkerMessage>,
@@ -82,12 +91,12 @@ struct RawWorker {
 }
 
 impl RawWorker {
-    async fn attach(addr: SocketAddr, run_id: &str) -> (RawWorker, pb::Attached) {
+    async fn attach(addr: SocketAddr, run_id: &str, token: &str) -> (RawWorker, pb::Attached) {
         let (tx, rx) = tokio::sync::mpsc::channel(16);
         tx.send(msg(In::Attach(pb::Attach {
             run_id: run_id.into(),
             worker_id: "w".into(),
-            token: String::new(),
+            token: token.into(),
             workspace_root: "/repo".into(),
         })))
         .await
@@ -164,8 +173,8 @@ async fn nothing_committed_is_lost_after_kill_9() {
     let dir = tempfile::tempdir().unwrap();
     let data_dir = dir.path().join("data");
     let first = spawn_server(&data_dir).await;
-    let mut runs = RunServiceClient::new(channel(first.addr).await);
-    let run = runs
+    let mut runs = operator(first.addr, &data_dir).await;
+    let started = runs
         .start_run(pb::StartRequest {
             task_id: "t".into(),
             agent_id: "a".into(),
@@ -174,10 +183,14 @@ async fn nothing_committed_is_lost_after_kill_9() {
         })
         .await
         .unwrap()
-        .into_inner()
-        .run
-        .unwrap();
-    let (mut worker, _) = RawWorker::attach(first.addr, &run.id).await;
+        .into_inner();
+    let run = started.run.unwrap();
+    let token = started.worker_token;
+    assert!(
+        token.starts_with("rpw_"),
+        "auth is on by default: {token:?}"
+    );
+    let (mut worker, _) = RawWorker::attach(first.addr, &run.id, &token).await;
     let allow = pb::Decision::Allow as i32;
     assert_eq!(worker.call("r1", "Read", "", "src/lib.rs").await, allow);
     worker.result("r1", "fn main() {}").await;
@@ -195,7 +208,7 @@ async fn nothing_committed_is_lost_after_kill_9() {
     drop(first);
 
     let second = spawn_server(&data_dir).await;
-    let mut runs = RunServiceClient::new(channel(second.addr).await);
+    let mut runs = operator(second.addr, &data_dir).await;
     let pending = runs
         .list_pending_asks(pb::ListPendingAsksRequest::default())
         .await
@@ -205,7 +218,8 @@ async fn nothing_committed_is_lost_after_kill_9() {
     assert_eq!(pending.len(), 1, "the pending ask survived");
     assert_eq!(pending[0].request.as_ref().unwrap().call_id, "a1");
 
-    let (mut resumed, attached) = RawWorker::attach(second.addr, &run.id).await;
+    // The same worker token works after the restart.
+    let (mut resumed, attached) = RawWorker::attach(second.addr, &run.id, &token).await;
     resumed.decisions = std::mem::take(&mut worker.decisions);
     resumed.acks = std::mem::take(&mut worker.acks);
     assert!(attached.resumed);

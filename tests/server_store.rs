@@ -3,11 +3,15 @@
 
 use std::sync::Arc;
 
+use runplane::cli::connect::Bearer;
+use runplane::domain::{Role, Scope};
 use runplane::grpc::pb;
 use runplane::grpc::pb::run_service_client::RunServiceClient;
 use runplane::server::{bind_with_store, ServeConfig};
 use runplane::store::{RunStore, SqliteStore, SqliteStoreOptions};
 use tokio::sync::oneshot;
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::Channel;
 
 #[tokio::test]
 async fn a_server_bound_with_a_store_commits_to_that_store_only() {
@@ -21,14 +25,23 @@ async fn a_server_bound_with_a_store_commits_to_that_store_only() {
         .await
         .unwrap();
     let addr = bound.local_addr().unwrap();
+    let (secret, _) = bound
+        .authenticator()
+        .create_token("test", Role::Operator, Scope::default(), chrono::Utc::now())
+        .await
+        .unwrap();
     let (stop, stopped) = oneshot::channel::<()>();
     let server = tokio::spawn(bound.serve(async {
         let _ = stopped.await;
     }));
 
-    let mut runs = RunServiceClient::connect(format!("http://{addr}"))
+    let channel = Channel::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .connect()
         .await
         .unwrap();
+    let bearer = Bearer::new(Some(secret.expose())).unwrap();
+    let mut runs = RunServiceClient::new(InterceptedService::new(channel, bearer));
     let started = runs
         .start_run(pb::StartRequest {
             task_id: "task-1".into(),

@@ -74,7 +74,7 @@ async fn a_worker_that_does_not_read_its_stream_is_cut_off_and_the_log_says_so()
     tx.send(msg(In::Attach(pb::Attach {
         run_id: run_id.clone(),
         worker_id: "slow-worker".into(),
-        token: String::new(),
+        token: server.worker_token(&run_id),
         workspace_root: "/work/repo".into(),
     })))
     .await

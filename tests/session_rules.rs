@@ -63,13 +63,14 @@ async fn expect_terminate(worker: &mut Worker) -> pb::Terminate {
 }
 
 #[tokio::test]
-async fn attach_to_unknown_run_is_not_found_and_to_finished_run_failed_precondition() {
+async fn attach_to_unknown_or_finished_run_is_unauthenticated() {
     let server = TestServer::start().await;
+    // No run, so no worker token for it.
     let err = Worker::try_attach(&server, "no-such-run", "w")
         .await
         .err()
         .unwrap();
-    assert_eq!(err.code(), tonic::Code::NotFound, "{err:?}");
+    assert_eq!(err.code(), tonic::Code::Unauthenticated, "{err:?}");
 
     let run_id = server.start_run("").await;
     let mut runs = server.runs().await;
@@ -79,11 +80,16 @@ async fn attach_to_unknown_run_is_not_found_and_to_finished_run_failed_precondit
     })
     .await
     .unwrap();
+    // The run's own token expired with the run.
     let err = Worker::try_attach(&server, &run_id, "w")
         .await
         .err()
         .unwrap();
-    assert_eq!(err.code(), tonic::Code::FailedPrecondition, "{err:?}");
+    assert_eq!(err.code(), tonic::Code::Unauthenticated, "{err:?}");
+    assert_eq!(
+        err.message(),
+        format!("worker token expired: run {run_id} has ended")
+    );
 }
 
 #[tokio::test]
@@ -273,7 +279,16 @@ async fn ask_resolved_allow_sends_the_final_decision_and_accepts_the_result() {
         .await
         .unwrap();
     assert_eq!(decision(&answer), pb::Decision::Allow);
-    assert_eq!(answer.reason, "allow by alice");
+    // The identity is the token's name; the client's resolver text is only a note.
+    assert_eq!(answer.reason, "allow by admin");
+    let events = server.events(&run_id).await;
+    let resolved = events
+        .iter()
+        .find(|e| e.r#type == "run.toolcall.resolved")
+        .unwrap();
+    assert_eq!(resolved.attributes["by"], "admin");
+    assert_eq!(resolved.attributes["note"], "alice");
+    assert!(!resolved.attributes.contains_key("resolver"));
     match worker.recv().await {
         Out::ToolCallResponse(final_response) => {
             assert_eq!(final_response.call_id, "e1");
@@ -339,7 +354,7 @@ async fn an_unanswered_ask_times_out_as_deny() {
     let events = server.events(&run_id).await;
     let resolved = events.last().unwrap();
     assert_eq!(resolved.r#type, "run.toolcall.resolved");
-    assert_eq!(resolved.attributes["resolver"], "timeout");
+    assert_eq!(resolved.attributes["by"], "runplane");
     assert!(server.pending_asks("").await.is_empty());
 }
 
@@ -583,7 +598,7 @@ async fn after_the_grace_period_the_run_fails_with_worker_lost() {
         .await
         .err()
         .unwrap();
-    assert_eq!(err.code(), tonic::Code::FailedPrecondition);
+    assert_eq!(err.code(), tonic::Code::Unauthenticated);
 }
 
 #[tokio::test]

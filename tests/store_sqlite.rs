@@ -199,6 +199,7 @@ fn filter(
         status,
         limit: 100,
         after: None,
+        scope: Default::default(),
     }
 }
 
@@ -387,7 +388,7 @@ async fn a_reopened_store_has_everything_and_migrates_once() {
         (expected, listed)
     };
     let before = migrations(&file);
-    assert_eq!(before.iter().map(|m| m.0).collect::<Vec<_>>(), [1, 2, 3]);
+    assert_eq!(before.iter().map(|m| m.0).collect::<Vec<_>>(), [1, 2, 3, 4]);
 
     let store = open(dir.path());
     let live = store.live_runs().await.unwrap();
@@ -423,7 +424,7 @@ async fn a_newer_schema_is_refused() {
         .unwrap();
     assert_eq!(
         err.to_string(),
-        "database error: database schema version 99 is newer than this runplane (3)"
+        "database error: database schema version 99 is newer than this runplane (4)"
     );
 }
 

@@ -4,12 +4,15 @@
 
 use std::future::ready;
 
-use runplane::domain::Run;
+use chrono::{DateTime, Utc};
+use runplane::domain::{Credential, Run};
 use runplane::store::{
     Commit, CommitDone, Event, RunPage, RunQuery, RunStore, StoreFuture, StoredRun,
 };
 
-/// Answers every commit with success at once and every read with nothing.
+/// Answers every commit with success at once and every read with nothing. It keeps no
+/// credentials either, so the server on it runs with authentication off: a worker token
+/// could not be checked against a run this store does not have.
 pub struct NullStore;
 
 impl RunStore for NullStore {
@@ -41,6 +44,26 @@ impl RunStore for NullStore {
     }
 
     fn live_run(&self, _run_id: &str) -> StoreFuture<Option<StoredRun>> {
+        Box::pin(ready(Ok(None)))
+    }
+
+    fn put_credential(&self, _credential: Credential) -> StoreFuture<()> {
+        Box::pin(ready(Ok(())))
+    }
+
+    fn credential(&self, _hash: &str) -> StoreFuture<Option<Credential>> {
+        Box::pin(ready(Ok(None)))
+    }
+
+    fn operator_credentials(&self) -> StoreFuture<Vec<Credential>> {
+        Box::pin(ready(Ok(Vec::new())))
+    }
+
+    fn revoke_credential(
+        &self,
+        _name: &str,
+        _at: DateTime<Utc>,
+    ) -> StoreFuture<Option<Credential>> {
         Box::pin(ready(Ok(None)))
     }
 }

@@ -4,8 +4,10 @@ use anyhow::Context as _;
 use clap::{Args, Subcommand};
 use serde::Serialize;
 
+use super::connect::connect;
+use super::escape::Escaped;
 use super::output::{self, AskView};
-use super::{connect, ClientArgs};
+use super::ClientArgs;
 use crate::domain::{Decision, ToolCallResponse};
 use crate::grpc::pb;
 use crate::grpc::pb::run_service_client::RunServiceClient;
@@ -35,7 +37,8 @@ pub struct ResolveArgs {
     /// Why, passed on to the worker and recorded in the run's log.
     #[arg(long)]
     reason: Option<String>,
-    /// Who answers, for the log [default: $USER, else "cli"]
+    /// A note on who answers, recorded beside the token's name (which is what the log
+    /// counts as the identity) [default: $USER, else "cli"]
     #[arg(long, value_name = "NAME")]
     resolver: Option<String>,
 }
@@ -48,7 +51,7 @@ struct AsksPage<'a> {
 
 /// Runs one `asks` command against the server.
 pub(super) async fn run(client: &ClientArgs, command: AsksCommand) -> anyhow::Result<()> {
-    let mut rpc = RunServiceClient::new(connect(&client.server).await?);
+    let mut rpc = RunServiceClient::new(connect(client).await?);
     let (args, decision) = match command {
         AsksCommand::List { run } => {
             let request = pb::ListPendingAsksRequest {
@@ -85,18 +88,22 @@ pub(super) async fn run(client: &ClientArgs, command: AsksCommand) -> anyhow::Re
     if client.json {
         return output::print_json(&response);
     }
+    // The ids and the reason come back from the server: escaped like every listing.
     let mut line = format!(
         "{}: call {} of run {}",
-        response.decision, response.call_id, response.run_id
+        response.decision,
+        Escaped(&response.call_id),
+        Escaped(&response.run_id)
     );
     if !response.reason.is_empty() {
-        line.push_str(&format!(" ({})", response.reason));
+        line.push_str(&format!(" ({})", Escaped(&response.reason)));
     }
     println!("{line}");
     Ok(())
 }
 
-/// The log names who answered: the login name when there is one.
+/// The note on who answered: the login name when there is one. The server records the
+/// token's name as the identity; this only tells apart people sharing a token.
 fn default_resolver() -> String {
     std::env::var("USER")
         .ok()

@@ -5,30 +5,27 @@
 //! exiting, so `main` stays a one-liner and the code is testable.
 
 mod asks;
+pub mod connect;
+pub mod escape;
 mod output;
 mod policy;
 mod runs;
 pub mod serve;
+mod tokens;
 
 use std::future::Future;
 use std::process::ExitCode;
-use std::time::Duration;
 
-use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
-use tonic::transport::{Channel, Endpoint};
 
 pub use asks::AsksCommand;
 pub use policy::PolicyCommand;
 pub use runs::RunsCommand;
 pub use serve::ServeArgs;
+pub use tokens::TokensCommand;
 
 /// Default address of the server the operator commands talk to: where `serve` listens.
 pub const DEFAULT_SERVER: &str = "http://127.0.0.1:50051";
-
-/// How long an operator command waits for the TCP/HTTP2 connection before it gives up:
-/// long enough for a loaded machine, short enough that a typo in `--server` is not a hang.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// runplane: the control plane for AI coding-agent runs.
 #[derive(Debug, Parser)]
@@ -62,6 +59,15 @@ pub enum Command {
         #[command(subcommand)]
         command: AsksCommand,
     },
+    /// Make, list and revoke operator tokens (admin).
+    Tokens {
+        /// Where the server is and how to print.
+        #[command(flatten)]
+        client: ClientArgs,
+        /// The tokens command.
+        #[command(subcommand)]
+        command: TokensCommand,
+    },
     /// Inspect policy profiles and decide tool calls offline, as the server would.
     Policy {
         /// The policy command.
@@ -87,6 +93,35 @@ pub struct ClientArgs {
     /// Print JSON for scripts instead of text for people.
     #[arg(long, global = true, display_order = 101)]
     pub json: bool,
+    /// Operator token to send (`authorization: Bearer …`); wins over --token-file.
+    #[arg(
+        long,
+        global = true,
+        env = "RUNPLANE_TOKEN",
+        hide_env_values = true,
+        display_order = 102
+    )]
+    pub token: Option<String>,
+    /// File whose first line is the token, used when --token and RUNPLANE_TOKEN are not
+    /// set; `serve` writes its admin token to this default path.
+    #[arg(
+        long,
+        global = true,
+        env = "RUNPLANE_TOKEN_FILE",
+        value_name = "FILE",
+        default_value = connect::DEFAULT_TOKEN_FILE,
+        display_order = 103
+    )]
+    pub token_file: std::path::PathBuf,
+    /// PEM CA certificate that signed the server's certificate: connect with TLS.
+    #[arg(
+        long,
+        global = true,
+        env = "RUNPLANE_CA_CERT",
+        value_name = "FILE",
+        display_order = 104
+    )]
+    pub ca_cert: Option<std::path::PathBuf>,
 }
 
 /// Runs a parsed command line and returns the process exit code.
@@ -98,6 +133,9 @@ pub fn run(cli: Cli) -> ExitCode {
         }
         Command::Asks { client, command } => {
             block_on(async move { report(asks::run(&client, command).await) })
+        }
+        Command::Tokens { client, command } => {
+            block_on(async move { report(tokens::run(&client, command).await) })
         }
         // Offline, synchronous: no runtime needed.
         Command::Policy { command } => policy::run(command),
@@ -119,26 +157,6 @@ fn block_on(command: impl Future<Output = ExitCode>) -> ExitCode {
     }
 }
 
-/// Connects to the server eagerly, so an unreachable server is reported as such (naming
-/// the address) rather than as an opaque UNAVAILABLE from the first call.
-async fn connect(server: &str) -> anyhow::Result<Channel> {
-    let endpoint = Endpoint::from_shared(server.to_string())
-        .with_context(|| format!("--server: invalid URL {server:?}"))?
-        .connect_timeout(CONNECT_TIMEOUT);
-    endpoint.connect().await.map_err(|err| {
-        // The transport's chain repeats itself ("tcp connect error: tcp connect error");
-        // its last link is the one that says what happened.
-        let mut cause: &dyn std::error::Error = &err;
-        while let Some(source) = cause.source() {
-            cause = source;
-        }
-        anyhow::anyhow!(
-            "cannot connect to the runplane server at {server}: {cause} \
-             (is `runplane serve` running there? set --server or RUNPLANE_SERVER)"
-        )
-    })
-}
-
 /// Prints an operator command's error on stderr and picks the exit code: a gRPC status as
 /// `error: CODE: message` (the form scripts can match on), anything else with its causes.
 fn report(result: anyhow::Result<()>) -> ExitCode {
@@ -146,12 +164,23 @@ fn report(result: anyhow::Result<()>) -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             match err.downcast_ref::<tonic::Status>() {
-                Some(status) => eprintln!(
-                    "error: {}: {}",
-                    output::code_name(status.code()),
-                    status.message()
-                ),
-                None => eprintln!("error: {err:#}"),
+                // Server messages and invalid-response errors can quote agent text.
+                Some(status) => {
+                    eprintln!(
+                        "error: {}: {}",
+                        output::code_name(status.code()),
+                        escape::Escaped(status.message())
+                    );
+                    if status.code() == tonic::Code::Unauthenticated {
+                        eprintln!(
+                            "hint: pass an operator token with --token or RUNPLANE_TOKEN, or \
+                             point --token-file at one (`runplane serve` writes its admin \
+                             token to {}, relative to the directory it runs in)",
+                            connect::DEFAULT_TOKEN_FILE
+                        );
+                    }
+                }
+                None => eprintln!("error: {}", escape::escape(&format!("{err:#}"))),
             }
             ExitCode::FAILURE
         }

@@ -2,13 +2,18 @@
 //!
 //! JSON uses the domain types' serde shapes where a domain type exists (a run is the same
 //! object everywhere), and small view structs with fixed field names for events and asks.
+//!
+//! Text for people shows every string from the server through [`escape`], so a control
+//! sequence in an agent's command cannot rewrite the line it is on; JSON is left exact.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use anyhow::Context as _;
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::Serialize;
 
+use super::escape::{escape, Escaped};
 use crate::domain::{Run, ToolCallRequest};
 use crate::grpc::convert::from_timestamp;
 use crate::grpc::pb;
@@ -55,7 +60,7 @@ fn time(at: DateTime<Utc>) -> String {
     at.to_rfc3339_opts(SecondsFormat::Secs, true)
 }
 
-/// A run as `key: value` lines, optional fields only when set.
+/// A run as `key: value` lines, optional fields only when set, values escaped.
 pub(super) fn run_details(run: &Run) -> String {
     let mut lines = vec![
         ("id", run.id.clone()),
@@ -87,7 +92,7 @@ pub(super) fn run_details(run: &Run) -> String {
     }
     lines
         .into_iter()
-        .map(|(key, value)| format!("{:<13}{value}", format!("{key}:")))
+        .map(|(key, value)| format!("{:<13}{}", format!("{key}:"), Escaped(&value)))
         .collect::<Vec<_>>()
         .join("\n")
 }
@@ -140,14 +145,15 @@ impl EventView {
         })
     }
 
-    /// One line: `#seq time type key=value …`, values quoted when they hold spaces.
+    /// One line: `#seq time type key=value …`, everything escaped, values quoted when
+    /// they hold spaces.
     pub(super) fn line(&self) -> String {
-        let mut line = format!("#{:<4} {} {}", self.seq, time(self.at), self.kind);
+        let mut line = format!("#{:<4} {} {}", self.seq, time(self.at), Escaped(&self.kind));
         for (key, value) in &self.attributes {
             if value.is_empty() || value.contains(char::is_whitespace) {
-                line.push_str(&format!(" {key}={value:?}"));
+                line.push_str(&format!(" {}={}", Escaped(key), quoted(value)));
             } else {
-                line.push_str(&format!(" {key}={value}"));
+                line.push_str(&format!(" {}={}", Escaped(key), Escaped(value)));
             }
         }
         line
@@ -194,6 +200,13 @@ impl AskView {
     }
 }
 
+/// `value` in double quotes, for a value with spaces: escaped like all text, and with its
+/// own `\` and `"` backslash-escaped first so that where the value ends is unambiguous.
+fn quoted(value: &str) -> String {
+    let inner = value.replace('\\', "\\\\").replace('"', "\\\"");
+    format!("\"{}\"", Escaped(&inner))
+}
+
 /// Pending asks as a table; the last column (the reason) is free length.
 pub(super) fn asks_table(asks: &[AskView]) -> String {
     let rows = asks
@@ -220,8 +233,13 @@ pub(super) fn asks_table(asks: &[AskView]) -> String {
     )
 }
 
-/// Left-aligned columns two spaces apart; the last column is not padded.
-fn table(headers: &[&str], rows: Vec<Vec<String>>) -> String {
+/// Left-aligned columns two spaces apart; the last column is not padded. Cells are
+/// escaped before they are measured, so the columns line up as printed.
+pub(super) fn table(headers: &[&str], rows: Vec<Vec<String>>) -> String {
+    let rows: Vec<Vec<String>> = rows
+        .into_iter()
+        .map(|row| row.into_iter().map(escaped).collect())
+        .collect();
     let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
     for row in &rows {
         for (width, cell) in widths.iter_mut().zip(row) {
@@ -248,4 +266,111 @@ fn table(headers: &[&str], rows: Vec<Vec<String>>) -> String {
         })
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// A cell escaped, reusing its String when there is nothing to escape.
+fn escaped(cell: String) -> String {
+    match escape(&cell) {
+        Cow::Borrowed(_) => cell,
+        Cow::Owned(shown) => shown,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::TimeZone as _;
+
+    use super::*;
+    use crate::domain::StartRequest;
+
+    /// A worker's command that, printed raw, erases itself and shows a harmless one.
+    const SPOOF: &str = "git status > .env #\x1b[2K\rgit status > notes.txt";
+    const SPOOF_SHOWN: &str = r"git status > .env #\x1b[2K\rgit status > notes.txt";
+
+    fn at(second: u32) -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(2025, 1, 2, 3, 4, second)
+            .single()
+            .expect("valid time")
+    }
+
+    fn ask(call_id: &str, command: &str, reason: &str) -> AskView {
+        AskView {
+            run_id: "run-1".into(),
+            call_id: call_id.into(),
+            tool: "Bash".into(),
+            command: command.into(),
+            path: String::new(),
+            reason: reason.into(),
+            asked_at: at(0),
+            deadline: at(5),
+        }
+    }
+
+    #[test]
+    fn asks_table_shows_the_whole_command_and_stays_aligned() {
+        let asks = [
+            ask("c\u{202e}1", SPOOF, &format!("writes .env: {SPOOF}")),
+            ask("c2", "ls", "ok"),
+        ];
+        let lines: Vec<String> = asks_table(&asks).lines().map(str::to_string).collect();
+        let command_column = lines[0].find("COMMAND/PATH").expect("header");
+        assert_eq!(lines[1].find(SPOOF_SHOWN), Some(command_column));
+        assert_eq!(lines[2].find("ls"), Some(command_column));
+        assert!(lines[1].contains(r"c\u{202e}1"));
+        assert!(lines[1].ends_with(&format!("writes .env: {SPOOF_SHOWN}")));
+        assert!(!lines
+            .iter()
+            .any(|line| line.contains(['\x1b', '\r', '\u{202e}'])));
+    }
+
+    #[test]
+    fn run_details_escape_every_agent_string() {
+        let request = StartRequest {
+            task_id: "task\0\x1b]0;t\x07".into(),
+            agent_id: "agent".into(),
+            project_id: "proj\u{2066}".into(),
+            team_id: "team\r".into(),
+            ..StartRequest::default()
+        };
+        let mut run = Run::new("run-1".into(), request, "p\x1b".into(), at(0));
+        run.output = "done\nstatus:     completed".into();
+        run.error = "bad\u{9b}".into();
+        let details = run_details(&run);
+        for shown in [
+            r"task:        task\x00\x1b]0;t\x07",
+            r"project:     proj\u{2066}",
+            r"team:        team\r",
+            r"profile:     p\x1b",
+            r"output:      done\nstatus:     completed",
+            r"error:       bad\u{9b}",
+        ] {
+            assert!(
+                details.lines().any(|line| line == shown),
+                "{shown}\n{details}"
+            );
+        }
+    }
+
+    #[test]
+    fn event_lines_escape_type_keys_and_values() {
+        let event = EventView {
+            run_id: "run-1".into(),
+            seq: 7,
+            kind: "tool\x1b[8m".into(),
+            at: at(9),
+            attributes: [
+                ("command".to_string(), SPOOF.to_string()),
+                ("k\u{200b}".to_string(), "v\r".to_string()),
+                ("quote".to_string(), r#"say "hi" \o/"#.to_string()),
+            ]
+            .into_iter()
+            .collect(),
+        };
+        assert_eq!(
+            event.line(),
+            format!(
+                r#"#7    2025-01-02T03:04:09Z tool\x1b[8m command="{SPOOF_SHOWN}" k\u{{200b}}="v\r" quote="say \"hi\" \\o/""#
+            )
+        );
+    }
 }

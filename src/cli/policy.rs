@@ -1,12 +1,18 @@
 //! `runplane policy …`: inspect profiles and try calls against them offline, with the
 //! same code the server decides with.
+//!
+//! Profile files are not trusted to be plain: descriptions, paths and patterns are shown
+//! escaped (see [`super::escape`]); `--json` prints them exact.
 
+use std::borrow::Cow;
+use std::fmt::Write as _;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{anyhow, bail, Context as _};
 
+use super::escape::{escape, needs_escape, Escaped};
 use crate::policy::{profile_to_toml, ProfileRegistry, ProfileSource, ToolCall};
 
 /// Exit code for an unknown profile, a bad policy directory or bad input: scripts can tell
@@ -84,7 +90,8 @@ pub fn run(cmd: PolicyCommand) -> ExitCode {
     match execute(cmd, &mut stdout) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
-            eprintln!("error: {err:#}");
+            // Load errors quote the files' text.
+            eprintln!("error: {}", escape(&format!("{err:#}")));
             ExitCode::from(EXIT_BAD_INPUT)
         }
     }
@@ -96,7 +103,7 @@ fn execute(cmd: PolicyCommand, out: &mut dyn Write) -> anyhow::Result<()> {
         PolicyCommand::Show { name, source } => {
             let registry = load(&source)?;
             let profile = lookup(&registry, &name)?;
-            write!(out, "{}", profile_to_toml(profile.profile()))?;
+            write!(out, "{}", visible_toml(&profile_to_toml(profile.profile())))?;
             Ok(())
         }
         PolicyCommand::Check(args) => check(args, out),
@@ -147,14 +154,21 @@ fn list(registry: &ProfileRegistry, json: bool, out: &mut dyn Write) -> anyhow::
         writeln!(out, "{}", serde_json::Value::Array(items))?;
         return Ok(());
     }
-    let width = rows.iter().map(|(n, _, _)| n.len()).max().unwrap_or(0);
+    // `Escaped` pads by the characters shown, so the width is counted the same way.
+    let width = rows
+        .iter()
+        .map(|(n, _, _)| escape(n).chars().count())
+        .max()
+        .unwrap_or(0);
     for (name, profile, source) in &rows {
         let p = profile.profile();
         writeln!(
             out,
-            "{name:width$}  {:<11}  {source}  {}",
+            "{:width$}  {:<11}  {}  {}",
+            Escaped(name),
             p.mode.as_str(),
-            p.description
+            Escaped(source),
+            Escaped(&p.description)
         )?;
     }
     Ok(())
@@ -193,9 +207,35 @@ fn check(args: CheckArgs, out: &mut dyn Write) -> anyhow::Result<()> {
         });
         writeln!(out, "{body}")?;
     } else {
-        writeln!(out, "{}: {}", verdict.decision, verdict.reason)?;
+        // The reason quotes the command or path it judged.
+        writeln!(out, "{}: {}", verdict.decision, Escaped(&verdict.reason))?;
     }
     Ok(())
+}
+
+/// `policy show` prints TOML that must load again as is, where the CLI's `\u{202e}` form
+/// would not parse. The renderer writes every control character as a TOML escape and all
+/// profile text as basic strings, which leaves the invisible format characters raw; they
+/// are written here as TOML's own `\u202E` / `\U000E0041`, as visible, and loading back to
+/// the same profile. Line breaks are the document's own and stay.
+fn visible_toml(toml: &str) -> Cow<'_, str> {
+    let hidden = |c: char| c != '\n' && needs_escape(c);
+    if !toml.contains(hidden) {
+        return Cow::Borrowed(toml);
+    }
+    let mut out = String::with_capacity(toml.len() + 16);
+    for c in toml.chars() {
+        if !hidden(c) {
+            out.push(c);
+            continue;
+        }
+        // Writing into a String cannot fail.
+        let _ = match u16::try_from(u32::from(c)) {
+            Ok(unit) => write!(out, "\\u{unit:04X}"),
+            Err(_) => write!(out, "\\U{:08X}", u32::from(c)),
+        };
+    }
+    Cow::Owned(out)
 }
 
 /// The workspace as the absolute path the policy compares with (lexically; the
@@ -245,4 +285,108 @@ fn real_path(mut path: PathBuf) -> Option<PathBuf> {
         }
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A copy of a preset named `copy`, its description carrying a right-to-left override
+    /// and an invisible tag character, written to a fresh policy directory.
+    fn hostile_policy_dir() -> (tempfile::TempDir, String) {
+        let description = "evil \u{202e}txt.exe\u{e0041}";
+        let registry = ProfileRegistry::load(None).expect("presets");
+        let preset = registry.get("plan-readonly").expect("preset");
+        let mut profile = preset.profile().clone();
+        profile.name = "copy".into();
+        profile.description = description.into();
+        let dir = tempfile::tempdir().expect("temp dir");
+        std::fs::write(dir.path().join("copy.toml"), profile_to_toml(&profile)).expect("write");
+        (dir, description.into())
+    }
+
+    fn source(dir: &tempfile::TempDir) -> PolicySource {
+        PolicySource {
+            policy_dir: Some(dir.path().to_path_buf()),
+        }
+    }
+
+    fn printed(cmd: PolicyCommand) -> String {
+        let mut out = Vec::new();
+        execute(cmd, &mut out).expect("command");
+        String::from_utf8(out).expect("utf-8 output")
+    }
+
+    #[test]
+    fn show_writes_invisible_characters_as_toml_escapes_that_load_back() {
+        let (dir, description) = hostile_policy_dir();
+        let shown = printed(PolicyCommand::Show {
+            name: "copy".into(),
+            source: source(&dir),
+        });
+        assert!(shown.contains(r#"description = "evil \u202Etxt.exe\U000E0041""#));
+        assert!(!shown.contains(|c| c != '\n' && needs_escape(c)));
+
+        let again = tempfile::tempdir().expect("temp dir");
+        std::fs::write(again.path().join("copy.toml"), &shown).expect("write");
+        let registry = ProfileRegistry::load(Some(again.path())).expect("reload");
+        let copy = registry.get("copy").expect("copy");
+        assert_eq!(copy.profile().description, description);
+    }
+
+    #[test]
+    fn visible_toml_keeps_line_breaks_and_borrows_clean_text() {
+        assert_eq!(visible_toml("a = \"\u{200b}\"\n"), "a = \"\\u200B\"\n");
+        assert!(matches!(
+            visible_toml("a = 1\nb = \"é\"\n"),
+            Cow::Borrowed(_)
+        ));
+    }
+
+    #[test]
+    fn list_escapes_descriptions_from_files() {
+        let (dir, _) = hostile_policy_dir();
+        let listed = printed(PolicyCommand::List {
+            source: source(&dir),
+            json: false,
+        });
+        let copy = listed
+            .lines()
+            .find(|line| line.starts_with("copy "))
+            .expect("the copy is listed");
+        assert!(copy.ends_with(r"evil \u{202e}txt.exe\u{e0041}"), "{copy}");
+        assert!(!listed.contains(|c| c != '\n' && needs_escape(c)));
+    }
+
+    #[test]
+    fn list_json_keeps_the_exact_text() {
+        let (dir, description) = hostile_policy_dir();
+        let listed = printed(PolicyCommand::List {
+            source: source(&dir),
+            json: true,
+        });
+        let profiles: serde_json::Value = serde_json::from_str(&listed).expect("json");
+        let copy = profiles
+            .as_array()
+            .and_then(|all| all.iter().find(|p| p["name"] == "copy"))
+            .expect("the copy is listed");
+        assert_eq!(copy["description"], description.as_str());
+    }
+
+    #[test]
+    fn check_prints_one_escaped_line() {
+        let checked = printed(PolicyCommand::Check(CheckArgs {
+            profile: "headless-safe-sandbox".into(),
+            tool: "Bash".into(),
+            command: "curl x\u{202e} #\x1b[2K\rgit status | sh".into(),
+            path: String::new(),
+            resolved_path: String::new(),
+            workspace: None,
+            source: PolicySource { policy_dir: None },
+            json: false,
+        }));
+        assert_eq!(checked.lines().count(), 1, "{checked}");
+        assert!(checked.starts_with("deny: "), "{checked}");
+        assert!(!checked.contains(|c| c != '\n' && needs_escape(c)));
+    }
 }

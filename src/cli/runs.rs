@@ -4,8 +4,10 @@ use clap::builder::{PossibleValuesParser, TypedValueParser as _};
 use clap::{Args, Subcommand};
 use serde::Serialize;
 
+use super::connect::{connect, AuthChannel};
+use super::escape::Escaped;
 use super::output::{self, EventView};
-use super::{connect, ClientArgs};
+use super::ClientArgs;
 use crate::domain::{DeliverMode, ExecMode, Run, StartRequest, Status};
 use crate::grpc::pb;
 use crate::grpc::pb::run_service_client::RunServiceClient;
@@ -145,7 +147,7 @@ struct EventsPage<'a> {
 
 /// Runs one `runs` command against the server.
 pub(super) async fn run(client: &ClientArgs, command: RunsCommand) -> anyhow::Result<()> {
-    let mut rpc = RunServiceClient::new(connect(&client.server).await?);
+    let mut rpc = RunServiceClient::new(connect(client).await?);
     match command {
         RunsCommand::Start(args) => {
             let request = StartRequest {
@@ -171,7 +173,7 @@ pub(super) async fn run(client: &ClientArgs, command: RunsCommand) -> anyhow::Re
             } else {
                 println!("{}", output::run_details(&run));
                 if !token.is_empty() {
-                    println!("{:<13}{token}", "worker token:");
+                    println!("{:<13}{}", "worker token:", Escaped(&token));
                 }
             }
         }
@@ -243,7 +245,7 @@ pub(super) async fn run(client: &ClientArgs, command: RunsCommand) -> anyhow::Re
 /// `runs list`: a table and, when there is more, how to get the next page.
 async fn list(
     client: &ClientArgs,
-    rpc: &mut RunServiceClient<tonic::transport::Channel>,
+    rpc: &mut RunServiceClient<AuthChannel>,
     args: ListArgs,
 ) -> anyhow::Result<()> {
     let request = pb::ListRunsRequest {
@@ -276,7 +278,7 @@ async fn list(
         println!("{}", output::runs_table(&runs));
     }
     if !next.is_empty() {
-        println!("next page: --page-token {next}");
+        println!("next page: --page-token {}", Escaped(&next));
     }
     Ok(())
 }

@@ -18,7 +18,9 @@ use clap::{Args, ValueEnum};
 use serde::Deserialize;
 use tracing_subscriber::EnvFilter;
 
-use crate::server::{self, ServeConfig, DEFAULT_DATA_DIR};
+use super::escape::EscapedFields;
+use crate::auth::AuthMode;
+use crate::server::{self, ServeConfig, TlsFiles, DEFAULT_DATA_DIR};
 use crate::store::Synchronous;
 
 /// Environment variable naming the config file, for deployments that configure by
@@ -69,6 +71,22 @@ pub struct ServeArgs {
     /// [env: RUNPLANE_LOG_FORMAT] [default: text]
     #[arg(long, value_enum)]
     pub log_format: Option<LogFormat>,
+    /// Whether every RPC needs a token. `off` lets anyone who reaches the port do
+    /// anything, for throwaway local experiments only, and is warned about at every start
+    /// [env: RUNPLANE_AUTH] [default: on]
+    #[arg(long, value_name = "on|off", value_parser = parse_auth)]
+    pub auth: Option<AuthMode>,
+    /// PEM certificate chain: serve TLS instead of plaintext (needs --tls-key)
+    /// [env: RUNPLANE_TLS_CERT]
+    #[arg(long, value_name = "FILE")]
+    pub tls_cert: Option<PathBuf>,
+    /// PEM private key of --tls-cert [env: RUNPLANE_TLS_KEY]
+    #[arg(long, value_name = "FILE")]
+    pub tls_key: Option<PathBuf>,
+    /// PEM CA certificates: worker sessions must present a client certificate signed by
+    /// one of them (mTLS) [env: RUNPLANE_TLS_CLIENT_CA]
+    #[arg(long, value_name = "FILE")]
+    pub tls_client_ca: Option<PathBuf>,
 }
 
 /// How the server's logs are written.
@@ -103,6 +121,15 @@ pub struct ConfigFile {
     pub shutdown_timeout_seconds: Option<u64>,
     /// See `--log-format`.
     pub log_format: Option<LogFormat>,
+    /// See `--auth`.
+    #[serde(default, deserialize_with = "auth_from_file")]
+    pub auth: Option<AuthMode>,
+    /// See `--tls-cert`.
+    pub tls_cert: Option<PathBuf>,
+    /// See `--tls-key`.
+    pub tls_key: Option<PathBuf>,
+    /// See `--tls-client-ca`.
+    pub tls_client_ca: Option<PathBuf>,
 }
 
 impl ConfigFile {
@@ -125,8 +152,15 @@ impl ConfigFile {
         let mut file = ConfigFile::parse(&text, path)?;
         let base = path.parent().unwrap_or(Path::new(""));
         // `join` keeps an absolute path as it is.
-        file.data_dir = file.data_dir.map(|dir| base.join(dir));
-        file.policy_dir = file.policy_dir.map(|dir| base.join(dir));
+        for path in [
+            &mut file.data_dir,
+            &mut file.policy_dir,
+            &mut file.tls_cert,
+            &mut file.tls_key,
+            &mut file.tls_client_ca,
+        ] {
+            *path = path.take().map(|p| base.join(p));
+        }
         Ok(file)
     }
 }
@@ -143,6 +177,9 @@ pub enum ConfigError {
         /// What is wrong, from the TOML parser (it names the key and the line).
         message: String,
     },
+    /// The TLS settings are incomplete.
+    #[error("{0}")]
+    Tls(String),
     /// An environment variable holds a value its setting cannot take.
     #[error("{var}: invalid value {value:?}: {problem}")]
     Env {
@@ -220,7 +257,74 @@ pub fn resolve(
         |value| LogFormat::from_str(value, true),
         file.log_format,
     )?;
+    let auth = pick(args.auth, &env, "RUNPLANE_AUTH", parse_auth, file.auth)?;
+    config.auth = auth.unwrap_or_default();
+    config.tls = tls_files(
+        pick(
+            args.tls_cert,
+            &env,
+            "RUNPLANE_TLS_CERT",
+            from_str,
+            file.tls_cert,
+        )?,
+        pick(
+            args.tls_key,
+            &env,
+            "RUNPLANE_TLS_KEY",
+            from_str,
+            file.tls_key,
+        )?,
+        pick(
+            args.tls_client_ca,
+            &env,
+            "RUNPLANE_TLS_CLIENT_CA",
+            from_str,
+            file.tls_client_ca,
+        )?,
+    )?;
     Ok((config, log_format.unwrap_or_default()))
+}
+
+/// TLS settings from the three paths: a certificate needs its key and the other way
+/// round, and a client CA means nothing without TLS.
+fn tls_files(
+    cert: Option<PathBuf>,
+    key: Option<PathBuf>,
+    client_ca: Option<PathBuf>,
+) -> Result<Option<TlsFiles>, ConfigError> {
+    let incomplete = |problem: &str| ConfigError::Tls(problem.to_string());
+    match (cert, key) {
+        (Some(cert), Some(key)) => Ok(Some(TlsFiles {
+            cert,
+            key,
+            client_ca,
+        })),
+        (None, None) if client_ca.is_some() => Err(incomplete(
+            "--tls-client-ca needs --tls-cert and --tls-key: client certificates are part of TLS",
+        )),
+        (None, None) => Ok(None),
+        (Some(_), None) => Err(incomplete("--tls-cert needs --tls-key")),
+        (None, Some(_)) => Err(incomplete("--tls-key needs --tls-cert")),
+    }
+}
+
+/// Parses `on` or `off`.
+fn parse_auth(value: &str) -> Result<AuthMode, String> {
+    match value {
+        "on" => Ok(AuthMode::On),
+        "off" => Ok(AuthMode::Off),
+        _ => Err("expected on or off".to_string()),
+    }
+}
+
+/// `auth = "on"` or `"off"` in the config file.
+fn auth_from_file<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<AuthMode>, D::Error> {
+    let text = String::deserialize(deserializer)?;
+    parse_auth(&text)
+        .map(Some)
+        .map_err(serde::de::Error::custom)
 }
 
 /// The flag if given, else the environment variable (parsed), else the file's value.
@@ -331,7 +435,9 @@ fn init_tracing(format: LogFormat) {
         // Colour codes only for a person at a terminal, never into a log file.
         .with_ansi(std::io::stderr().is_terminal());
     let installed = match format {
-        LogFormat::Text => builder.try_init(),
+        // Fields carry agent text: escaped so a tailed log cannot be rewritten.
+        LogFormat::Text => builder.fmt_fields(EscapedFields).try_init(),
+        // serde already writes control characters as JSON escapes.
         LogFormat::Json => builder.json().try_init(),
     };
     if let Err(err) = installed {

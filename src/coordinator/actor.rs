@@ -15,7 +15,7 @@ use tracing::{debug, info, warn, Instrument};
 
 use super::messages::{CloseReason, CoordinatorError, PendingAsk, Push, WorkerInput};
 use super::outbox::{Attention, Outbox};
-use super::Shared;
+use super::{Shared, RUNPLANE};
 use crate::domain::{Decision, Run, StallTracker, Status, ToolCallRequest, ToolCallResponse};
 use crate::policy::CompiledProfile;
 use crate::store::{Commit, Event, StoreError};
@@ -46,6 +46,8 @@ pub enum Command {
     Cancel {
         /// Why.
         reason: String,
+        /// Who cancelled (the principal's name).
+        by: String,
         /// The cancelled run.
         reply: oneshot::Sender<Result<Run, CoordinatorError>>,
     },
@@ -64,8 +66,10 @@ pub struct Resolution {
     pub decision: Decision,
     /// Why.
     pub reason: String,
-    /// Who answered.
-    pub resolver: String,
+    /// Who answered: the authenticated principal's name.
+    pub by: String,
+    /// The client's own note on who answered (`ResolveAskRequest.resolver`); may be empty.
+    pub note: String,
     /// The final response, as the worker receives it.
     pub reply: oneshot::Sender<Result<ToolCallResponse, CoordinatorError>>,
 }
@@ -281,8 +285,8 @@ impl RunActor {
                     return Err(err);
                 }
             },
-            Command::Cancel { reason, reply } => {
-                let result = self.cancel(reason).await;
+            Command::Cancel { reason, by, reply } => {
+                let result = self.cancel(reason, &by).await;
                 answer(reply, result)?;
             }
             Command::Resolve(resolution) => {
@@ -290,10 +294,11 @@ impl RunActor {
                     call_id,
                     decision,
                     reason,
-                    resolver,
+                    by,
+                    note,
                     reply,
                 } = *resolution;
-                let result = self.resolve(&call_id, decision, reason, &resolver).await;
+                let result = self.resolve(&call_id, decision, reason, &by, note).await;
                 answer(reply, result)?;
             }
             Command::Shutdown => {
@@ -376,7 +381,8 @@ impl RunActor {
         if self.grace_deadline.is_some_and(|at| at <= now) {
             self.grace_deadline = None;
             info!("worker did not re-attach in time");
-            self.end_run(Status::Failed, "worker lost".into()).await?;
+            self.end_run(Status::Failed, "worker lost".into(), RUNPLANE)
+                .await?;
             return Ok(Flow::Continue);
         }
         let expired: Vec<String> = self
@@ -391,7 +397,7 @@ impl RunActor {
         for call_id in expired {
             let seconds = self.profile.profile().termination.ask_timeout_seconds;
             let reason = format!("ask timed out after {seconds} s");
-            self.resolve(&call_id, Decision::Deny, reason, "timeout")
+            self.resolve(&call_id, Decision::Deny, reason, RUNPLANE, String::new())
                 .await
                 .map_err(|e| match e {
                     CoordinatorError::Store(err) => err,

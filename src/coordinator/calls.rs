@@ -5,6 +5,7 @@ use tracing::{debug, warn};
 
 use super::actor::{AskWait, CallState, RunActor};
 use super::messages::{Push, SessionError};
+use super::RUNPLANE;
 use crate::domain::{Decision, Status, ToolCallRequest, ToolCallResponse, ToolCallResult};
 use crate::policy::{evaluate_off_runtime, ToolCall};
 use crate::store::StoreError;
@@ -325,7 +326,7 @@ impl RunActor {
             Some((status, reason)) => {
                 let ack = self.result_ack(&call_id);
                 self.deferred.push(ack);
-                self.end_run(status, reason).await?;
+                self.end_run(status, reason, RUNPLANE).await?;
             }
         }
         Ok(())

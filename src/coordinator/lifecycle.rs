@@ -4,6 +4,7 @@ use tracing::info;
 
 use super::actor::{AttachError, CallState, RunActor, Session};
 use super::messages::{CloseReason, CoordinatorError, Push};
+use super::RUNPLANE;
 use crate::domain::{Decision, Run, Status, ToolCallResponse};
 use crate::store::StoreError;
 
@@ -86,7 +87,11 @@ impl RunActor {
     }
 
     /// An operator ends the run; later requests are denied.
-    pub(super) async fn cancel(&mut self, reason: String) -> Result<Run, CoordinatorError> {
+    pub(super) async fn cancel(
+        &mut self,
+        reason: String,
+        by: &str,
+    ) -> Result<Run, CoordinatorError> {
         if self.run.status.is_terminal() {
             return Err(CoordinatorError::FailedPrecondition(format!(
                 "run {} is already {}",
@@ -94,11 +99,11 @@ impl RunActor {
             )));
         }
         let reason = if reason.is_empty() {
-            "cancelled by operator".to_string()
+            format!("cancelled by {by}")
         } else {
             reason
         };
-        self.end_run(Status::Cancelled, reason.clone()).await?;
+        self.end_run(Status::Cancelled, reason.clone(), by).await?;
         Ok(Run::clone(&self.run))
     }
 
@@ -108,7 +113,8 @@ impl RunActor {
         call_id: &str,
         decision: Decision,
         reason: String,
-        resolver: &str,
+        by: &str,
+        note: String,
     ) -> Result<ToolCallResponse, CoordinatorError> {
         if decision == Decision::Ask {
             return Err(CoordinatorError::InvalidArgument(
@@ -122,7 +128,7 @@ impl RunActor {
             )));
         };
         let reason = if reason.is_empty() {
-            format!("{decision} by {resolver}")
+            format!("{decision} by {by}")
         } else {
             reason
         };
@@ -135,12 +141,13 @@ impl RunActor {
                 ("call_id", call_id.to_string()),
                 ("decision", decision.to_string()),
                 ("reason", reason.clone()),
-                ("resolver", resolver.to_string()),
+                ("by", by.to_string()),
+                ("note", note),
             ],
         );
         self.commit().await?;
         self.shared.ask_closed(&self.run.id, call_id);
-        info!(call_id, %decision, resolver, "ask resolved");
+        info!(call_id, %decision, by, "ask resolved");
         let response = ToolCallResponse {
             run_id: self.run.id.clone(),
             call_id: call_id.to_string(),
@@ -153,7 +160,7 @@ impl RunActor {
 
     /// A limit ended the run as timeout; the worker is told to stop.
     pub(super) async fn end_by_limit(&mut self, reason: String) -> Result<(), StoreError> {
-        self.end_run(Status::Timeout, reason).await
+        self.end_run(Status::Timeout, reason, RUNPLANE).await
     }
 
     /// Moves the run to a terminal status, denies its pending asks, records it all in one
@@ -162,6 +169,7 @@ impl RunActor {
         &mut self,
         status: Status,
         reason: String,
+        by: &str,
     ) -> Result<(), StoreError> {
         let now = self.shared.clock.now();
         if self.run_mut().transition(status, now).is_err() {
@@ -175,9 +183,9 @@ impl RunActor {
             Status::Completed => "run.completed",
             _ => "run.failed",
         };
-        self.record(kind, [("reason", reason.clone())]);
+        self.record(kind, [("reason", reason.clone()), ("by", by.to_string())]);
         self.commit().await?;
-        info!(%status, reason = %reason, "run ended");
+        info!(%status, reason = %reason, by, "run ended");
         // The reason first, so a worker waiting on an ask learns why before its deny.
         match status {
             Status::Cancelled => self.push(Push::Cancel {
@@ -229,7 +237,7 @@ impl RunActor {
                     ("call_id", call_id.clone()),
                     ("decision", "deny".to_string()),
                     ("reason", reason.to_string()),
-                    ("resolver", "runplane".to_string()),
+                    ("by", RUNPLANE.to_string()),
                 ],
             );
             denied.push((call_id, snapshot));

@@ -24,6 +24,7 @@ use chrono::TimeDelta;
 use tokio::sync::{broadcast, mpsc, oneshot};
 use tracing::{info, warn};
 
+use crate::auth::{token, Secret};
 use crate::domain::{Decision, Run, StallTracker, StartRequest, Status, ToolCallResponse};
 use crate::policy::{CompiledProfile, ProfileRegistry, DEFAULT_PROFILE};
 use crate::store::{Commit, Event, RunPage, RunQuery, RunStore, StoreError, StoredRun};
@@ -37,6 +38,10 @@ pub use messages::{
 };
 use outbox::Outbox;
 
+/// The name recorded as `by` for what the server does by itself (limits, timeouts, a lost
+/// worker, asks denied because their run ended).
+pub const RUNPLANE: &str = "runplane";
+
 /// Commands a run's actor may have queued before senders wait.
 const ACTOR_QUEUE: usize = 256;
 /// Committed events buffered for watchers; a watcher that falls further behind re-reads
@@ -48,6 +53,8 @@ const EVENT_FEED: usize = 4096;
 pub struct CoordinatorConfig {
     /// How long a dropped worker may take to re-attach before the run fails.
     pub reattach_grace: Duration,
+    /// Whether each new run gets a worker token (authentication on).
+    pub issue_worker_tokens: bool,
 }
 
 /// What a worker sends to attach.
@@ -57,8 +64,6 @@ pub struct AttachRequest {
     pub run_id: String,
     /// The worker's id, for the log.
     pub worker_id: String,
-    /// The worker token (unused while authentication is off).
-    pub token: String,
     /// The workspace root; empty: every absolute path is outside.
     pub workspace_root: String,
 }
@@ -200,8 +205,15 @@ impl Coordinator {
         Ok(coordinator)
     }
 
-    /// Creates a pending run and its actor.
-    pub async fn start_run(&self, request: StartRequest) -> Result<Run, CoordinatorError> {
+    /// Creates a pending run and its actor, started by the principal named `by`; returns it
+    /// with its worker token when the coordinator issues them. The token's credential is
+    /// stored before the run, so a run never exists without its token (a run that then
+    /// fails to be stored leaves a credential for no run, which authenticates nobody).
+    pub async fn start_run(
+        &self,
+        request: StartRequest,
+        by: &str,
+    ) -> Result<(Run, Option<Secret>), CoordinatorError> {
         request
             .validate()
             .map_err(|e| CoordinatorError::InvalidArgument(e.to_string()))?;
@@ -215,6 +227,14 @@ impl Coordinator {
         })?;
         let now = self.shared.clock.now();
         let run = Run::new(uuid::Uuid::now_v7().to_string(), request, name, now);
+        let worker_token = if self.shared.config.issue_worker_tokens {
+            let (secret, credential) = token::worker_token(&run.id, now)
+                .map_err(|e| CoordinatorError::Internal(e.to_string()))?;
+            self.shared.store.put_credential(credential).await?;
+            Some(secret)
+        } else {
+            None
+        };
         let stall = StallTracker::new(profile.profile().termination.stall_threshold);
         let event = Arc::new(Event {
             run_id: run.id.clone(),
@@ -226,6 +246,7 @@ impl Coordinator {
                 ("task_id", run.task_id.clone()),
                 ("agent_id", run.agent_id.clone()),
                 ("project_id", run.project_id.clone()),
+                ("by", by.to_string()),
             ]
             .into_iter()
             .map(|(k, v)| (Cow::Borrowed(k), v))
@@ -251,7 +272,7 @@ impl Coordinator {
             grace_deadline: None,
             phase: Phase::Working,
         });
-        Ok(run)
+        Ok((run, worker_token))
     }
 
     /// Starts the actor of a run, unless one is already running (two callers restoring the
@@ -430,9 +451,15 @@ impl Coordinator {
             .await?)
     }
 
-    /// Ends a run as cancelled and tells its worker.
-    pub async fn cancel_run(&self, run_id: &str, reason: String) -> Result<Run, CoordinatorError> {
-        self.ask_run(run_id, |reply| Command::Cancel { reason, reply })
+    /// Ends a run as cancelled by the principal named `by` and tells its worker.
+    pub async fn cancel_run(
+        &self,
+        run_id: &str,
+        reason: String,
+        by: &str,
+    ) -> Result<Run, CoordinatorError> {
+        let by = by.to_string();
+        self.ask_run(run_id, |reply| Command::Cancel { reason, by, reply })
             .await
     }
 
@@ -447,26 +474,25 @@ impl Coordinator {
         asks
     }
 
-    /// Answers a pending ask; the worker receives the final decision.
+    /// Answers a pending ask as the principal named `by`; `note` is the client's own text
+    /// about who answered, kept beside the identity, never as it. The worker receives the
+    /// final decision.
     pub async fn resolve_ask(
         &self,
         run_id: &str,
         call_id: &str,
         decision: Decision,
         reason: String,
-        resolver: String,
+        by: &str,
+        note: String,
     ) -> Result<ToolCallResponse, CoordinatorError> {
-        let resolver = if resolver.is_empty() {
-            "operator".to_string()
-        } else {
-            resolver
-        };
         self.ask_run(run_id, |reply| {
             Command::Resolve(Box::new(actor::Resolution {
                 call_id: call_id.to_string(),
                 decision,
                 reason,
-                resolver,
+                by: by.to_string(),
+                note,
                 reply,
             }))
         })

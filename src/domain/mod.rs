@@ -3,6 +3,7 @@
 //! Nothing here knows about gRPC, protobuf or storage; conversions live at the edges
 //! (`grpc::convert`, `store`).
 
+mod access;
 mod decision;
 mod modes;
 mod run;
@@ -10,6 +11,7 @@ mod stall;
 mod status;
 mod toolcall;
 
+pub use access::{Credential, CredentialKind, Principal, Role, Scope};
 pub use decision::{Decision, UnknownDecision};
 pub use modes::{DeliverMode, ExecMode};
 pub use run::{Run, StartRequest, TransitionError, ValidationError};

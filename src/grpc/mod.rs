@@ -1,6 +1,8 @@
 //! The gRPC edge: generated protobuf types, the thin services, and the conversions to and
 //! from the domain.
 
+pub mod access;
+mod access_service;
 pub mod codec;
 pub mod convert;
 mod policy_service;
@@ -8,6 +10,7 @@ mod run_service;
 mod status;
 mod worker_service;
 
+pub use access_service::AccessApi;
 pub use policy_service::PolicyApi;
 pub use run_service::RunApi;
 pub use worker_service::{SessionStream, WorkerApi};

@@ -1,5 +1,10 @@
 //! `RunService`: what operators call. Thin: convert, call the coordinator, convert back.
+//!
+//! The access layer has checked the caller's role; each method here also holds the caller
+//! to its token's scope: a run outside it is NOT_FOUND, exactly as a run that does not
+//! exist, so a scoped token cannot even learn which runs others have.
 
+use std::collections::HashMap;
 use std::pin::Pin;
 
 use chrono::DateTime;
@@ -7,8 +12,9 @@ use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::{Stream, StreamExt};
 use tonic::{Request, Response, Status};
 
-use crate::coordinator::Coordinator;
-use crate::domain::StartRequest;
+use crate::coordinator::{Coordinator, PendingAsk};
+use crate::domain::{Principal, Run, StartRequest};
+use crate::grpc::access::principal;
 use crate::grpc::convert::{bounded, decision_from_proto, status_from_proto};
 use crate::grpc::pb;
 use crate::store::{PageCursor, RunQuery};
@@ -29,6 +35,35 @@ pub struct RunApi {
 }
 
 impl RunApi {
+    /// The asks of runs `principal` sees: each distinct run is read once.
+    async fn asks_in_scope(
+        &self,
+        principal: &Principal,
+        asks: Vec<PendingAsk>,
+    ) -> Result<Vec<PendingAsk>, Status> {
+        let mut seen: HashMap<String, bool> = HashMap::new();
+        let mut kept = Vec::with_capacity(asks.len());
+        for ask in asks {
+            let run_id = &ask.request.run_id;
+            let visible = match seen.get(run_id) {
+                Some(visible) => *visible,
+                None => {
+                    // A run that ended since the ask was listed is simply left out.
+                    let visible = match self.coordinator.get_run(run_id).await {
+                        Ok(run) => principal.sees(&run),
+                        Err(_) => false,
+                    };
+                    seen.insert(run_id.clone(), visible);
+                    visible
+                }
+            };
+            if visible {
+                kept.push(ask);
+            }
+        }
+        Ok(kept)
+    }
+
     /// How many of `items` fit in one response: at least one (each is far below the limit,
     /// see `convert::MAX_TEXT_BYTES`), then as many as stay within half the message limit.
     fn fitting<T: prost::Message>(&self, items: &[T]) -> usize {
@@ -41,6 +76,20 @@ impl RunApi {
             }
         }
         items.len()
+    }
+}
+
+impl RunApi {
+    /// The run, if `principal` may see it; NOT_FOUND otherwise, with the same message as
+    /// for a run that does not exist.
+    async fn visible_run(&self, principal: &Principal, run_id: &str) -> Result<Run, Status> {
+        required("run_id", run_id)?;
+        let run = self.coordinator.get_run(run_id).await?;
+        if principal.sees(&run) {
+            Ok(run)
+        } else {
+            Err(Status::not_found(format!("run {run_id} not found")))
+        }
     }
 }
 
@@ -93,11 +142,24 @@ impl pb::run_service_server::RunService for RunApi {
         &self,
         request: Request<pb::StartRequest>,
     ) -> Result<Response<pb::StartRunResponse>, Status> {
+        let principal = principal(&request)?;
         let request = StartRequest::try_from(request.into_inner())?;
-        let run = self.coordinator.start_run(request).await?;
+        if let Some(scope) = principal
+            .scope()
+            .filter(|s| !s.covers(&request.team_id, &request.project_id))
+        {
+            return Err(Status::permission_denied(format!(
+                "this token reaches {scope}, not team {:?} project {:?}",
+                request.team_id, request.project_id
+            )));
+        }
+        let (run, token) = self
+            .coordinator
+            .start_run(request, principal.name())
+            .await?;
         Ok(Response::new(pb::StartRunResponse {
             run: Some(pb::Run::from(&run)),
-            worker_token: String::new(),
+            worker_token: token.map(|t| t.expose().to_string()).unwrap_or_default(),
         }))
     }
 
@@ -105,9 +167,10 @@ impl pb::run_service_server::RunService for RunApi {
         &self,
         request: Request<pb::GetRunRequest>,
     ) -> Result<Response<pb::Run>, Status> {
-        let run_id = request.into_inner().run_id;
-        required("run_id", &run_id)?;
-        let run = self.coordinator.get_run(&run_id).await?;
+        let principal = principal(&request)?;
+        let run = self
+            .visible_run(&principal, &request.into_inner().run_id)
+            .await?;
         Ok(Response::new(pb::Run::from(&run)))
     }
 
@@ -115,6 +178,7 @@ impl pb::run_service_server::RunService for RunApi {
         &self,
         request: Request<pb::ListRunsRequest>,
     ) -> Result<Response<pb::ListRunsResponse>, Status> {
+        let principal = principal(&request)?;
         let request = request.into_inner();
         let non_empty = |s: String| (!s.is_empty()).then_some(s);
         let query = RunQuery {
@@ -124,6 +188,7 @@ impl pb::run_service_server::RunService for RunApi {
             task_id: non_empty(request.task_id),
             project_id: non_empty(request.project_id),
             agent_id: non_empty(request.agent_id),
+            scope: principal.scope().unwrap_or_default(),
         };
         let page = self.coordinator.list_runs(query).await?;
         let mut runs: Vec<pb::Run> = page.runs.iter().map(pb::Run::from).collect();
@@ -147,10 +212,14 @@ impl pb::run_service_server::RunService for RunApi {
         &self,
         request: Request<pb::CancelRunRequest>,
     ) -> Result<Response<pb::Run>, Status> {
+        let principal = principal(&request)?;
         let request = request.into_inner();
-        required("run_id", &request.run_id)?;
+        self.visible_run(&principal, &request.run_id).await?;
         let reason = bounded("reason", request.reason)?;
-        let run = self.coordinator.cancel_run(&request.run_id, reason).await?;
+        let run = self
+            .coordinator
+            .cancel_run(&request.run_id, reason, principal.name())
+            .await?;
         Ok(Response::new(pb::Run::from(&run)))
     }
 
@@ -160,10 +229,10 @@ impl pb::run_service_server::RunService for RunApi {
         &self,
         request: Request<pb::WatchRunRequest>,
     ) -> Result<Response<EventStream>, Status> {
+        let principal = principal(&request)?;
         let request = request.into_inner();
-        required("run_id", &request.run_id)?;
         // Refuse an unknown run with a status rather than an empty stream.
-        self.coordinator.get_run(&request.run_id).await?;
+        self.visible_run(&principal, &request.run_id).await?;
         let events = self.coordinator.watch(request.run_id, request.from_seq);
         let stream = ReceiverStream::new(events).map(|item| match item {
             Ok(event) => Ok(pb::RunEvent::from(&event)),
@@ -176,8 +245,9 @@ impl pb::run_service_server::RunService for RunApi {
         &self,
         request: Request<pb::ListRunEventsRequest>,
     ) -> Result<Response<pb::ListRunEventsResponse>, Status> {
+        let principal = principal(&request)?;
         let request = request.into_inner();
-        required("run_id", &request.run_id)?;
+        self.visible_run(&principal, &request.run_id).await?;
         let limit = page_size(request.page_size, DEFAULT_EVENTS_PAGE)?;
         let from_seq = request.from_seq.max(1);
         let events = self
@@ -197,13 +267,17 @@ impl pb::run_service_server::RunService for RunApi {
         &self,
         request: Request<pb::ListPendingAsksRequest>,
     ) -> Result<Response<pb::ListPendingAsksResponse>, Status> {
+        let principal = principal(&request)?;
         let run_id = request.into_inner().run_id;
         if !run_id.is_empty() {
-            self.coordinator.get_run(&run_id).await?;
+            self.visible_run(&principal, &run_id).await?;
         }
-        let asks = self
+        let mut asks = self
             .coordinator
             .pending_asks((!run_id.is_empty()).then_some(run_id.as_str()));
+        if run_id.is_empty() && !principal.scope().is_some_and(|s| s.is_unrestricted()) {
+            asks = self.asks_in_scope(&principal, asks).await?;
+        }
         Ok(Response::new(pb::ListPendingAsksResponse {
             asks: asks.iter().map(pb::PendingAsk::from).collect(),
         }))
@@ -213,8 +287,9 @@ impl pb::run_service_server::RunService for RunApi {
         &self,
         request: Request<pb::ResolveAskRequest>,
     ) -> Result<Response<pb::ToolCallResponse>, Status> {
+        let principal = principal(&request)?;
         let request = request.into_inner();
-        required("run_id", &request.run_id)?;
+        self.visible_run(&principal, &request.run_id).await?;
         required("call_id", &request.call_id)?;
         let decision = decision_from_proto("decision", request.decision)?;
         let response = self
@@ -224,6 +299,7 @@ impl pb::run_service_server::RunService for RunApi {
                 &request.call_id,
                 decision,
                 bounded("reason", request.reason)?,
+                principal.name(),
                 bounded("resolver", request.resolver)?,
             )
             .await?;

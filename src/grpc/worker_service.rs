@@ -6,13 +6,16 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use tokio::sync::{mpsc, oneshot};
 use tokio_stream::Stream;
 use tonic::{Request, Response, Status, Streaming};
 
+use crate::auth::Authenticator;
 use crate::coordinator::{AttachRequest, CloseReason, Coordinator, Push, WorkerInput};
+use crate::grpc::access::{auth_status, bearer};
 use crate::grpc::convert::{coordinator_message, worker_input};
 use crate::grpc::pb;
 use crate::grpc::pb::worker_message::Message as In;
@@ -24,6 +27,37 @@ const OUTBOUND_BUFFER: usize = 1024;
 pub struct WorkerApi {
     /// The coordinator every session attaches through.
     pub coordinator: Coordinator,
+    /// Checks the worker token of each attach.
+    pub auth: Arc<Authenticator>,
+    /// Whether a session needs a verified TLS client certificate (mTLS is configured).
+    pub require_client_cert: bool,
+}
+
+impl WorkerApi {
+    /// Checks that the session may attach to its run: a client certificate when mTLS is
+    /// on, and the run's worker token, from `Attach.token` or else the metadata.
+    async fn authorize(
+        &self,
+        request: &Request<Streaming<pb::WorkerMessage>>,
+        attach: &pb::Attach,
+    ) -> Result<(), Status> {
+        if self.require_client_cert && request.peer_certs().is_none_or(|certs| certs.is_empty()) {
+            return Err(Status::unauthenticated(
+                "a worker session needs a TLS client certificate signed by the server's \
+                 client CA",
+            ));
+        }
+        let token = if attach.token.is_empty() {
+            bearer(request.metadata().as_ref())?
+        } else {
+            Some(attach.token.as_str())
+        };
+        self.auth
+            .authorize_session(token, &attach.run_id)
+            .await
+            .map(drop)
+            .map_err(auth_status)
+    }
 }
 
 #[tonic::async_trait]
@@ -32,21 +66,27 @@ impl pb::worker_service_server::WorkerService for WorkerApi {
 
     async fn session(
         &self,
-        request: Request<Streaming<pb::WorkerMessage>>,
+        mut request: Request<Streaming<pb::WorkerMessage>>,
     ) -> Result<Response<SessionStream>, Status> {
-        let mut inbound = request.into_inner();
-        let first = inbound
+        let first = request
+            .get_mut()
             .message()
             .await?
             .ok_or_else(|| Status::invalid_argument("stream closed before attach"))?;
         let attach = match first.message {
-            Some(In::Attach(attach)) => AttachRequest::try_from(attach)?,
+            Some(In::Attach(attach)) => attach,
             _ => {
                 return Err(Status::invalid_argument(
                     "the first message of a session must be attach",
                 ))
             }
         };
+        if attach.run_id.is_empty() {
+            return Err(Status::invalid_argument("attach.run_id: required"));
+        }
+        self.authorize(&request, &attach).await?;
+        let attach = AttachRequest::try_from(attach)?;
+        let inbound = request.into_inner();
         let (outbound, pushes) = mpsc::channel(OUTBOUND_BUFFER);
         let (gone, response_dropped) = oneshot::channel();
         let (abort, aborted) = oneshot::channel();

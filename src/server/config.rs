@@ -4,6 +4,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::auth::AuthMode;
 use crate::store::Synchronous;
 
 /// Default address: loopback only, so a fresh `serve` is not reachable from the network.
@@ -36,6 +37,22 @@ pub struct ServeConfig {
     pub max_message_bytes: usize,
     /// Bound on the graceful-shutdown wait.
     pub shutdown_timeout: Duration,
+    /// Whether every RPC needs credentials (on unless explicitly turned off).
+    pub auth: AuthMode,
+    /// TLS for the listener; `None`: plaintext (warned about off loopback).
+    pub tls: Option<TlsFiles>,
+}
+
+/// The PEM files of the server's TLS identity.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsFiles {
+    /// The certificate chain.
+    pub cert: PathBuf,
+    /// The private key.
+    pub key: PathBuf,
+    /// CA certificates that sign worker client certificates; when set, a worker session
+    /// needs a client certificate (mTLS) signed by one of them.
+    pub client_ca: Option<PathBuf>,
 }
 
 impl ServeConfig {
@@ -49,6 +66,8 @@ impl ServeConfig {
             synchronous: Synchronous::default(),
             max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
             shutdown_timeout: DEFAULT_SHUTDOWN_TIMEOUT,
+            auth: AuthMode::On,
+            tls: None,
         }
     }
 }

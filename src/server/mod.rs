@@ -1,9 +1,10 @@
 //! Assembles and runs the gRPC server: store, coordinator, services, reflection, health.
 
 mod config;
+mod tls;
 
 pub use config::{
-    ServeConfig, DEFAULT_DATA_DIR, DEFAULT_LISTEN, DEFAULT_MAX_MESSAGE_BYTES,
+    ServeConfig, TlsFiles, DEFAULT_DATA_DIR, DEFAULT_LISTEN, DEFAULT_MAX_MESSAGE_BYTES,
     DEFAULT_REATTACH_GRACE, DEFAULT_SHUTDOWN_TIMEOUT,
 };
 
@@ -18,8 +19,10 @@ use tokio_stream::wrappers::TcpListenerStream;
 use tonic::transport::Server;
 use tracing::{info, warn};
 
+use crate::auth::{ensure_admin_token, AuthMode, Authenticator, BootstrapError};
 use crate::coordinator::{Coordinator, CoordinatorConfig};
-use crate::grpc::{pb, PolicyApi, RunApi, WorkerApi};
+use crate::grpc::access::AccessLayer;
+use crate::grpc::{pb, AccessApi, PolicyApi, RunApi, WorkerApi};
 use crate::policy::ProfileRegistry;
 use crate::store::{RunStore, SqliteStore, SqliteStoreOptions};
 
@@ -61,6 +64,12 @@ pub enum ServeError {
     /// The transport failed.
     #[error("gRPC transport: {0}")]
     Transport(#[from] tonic::transport::Error),
+    /// The admin token could not be made or checked.
+    #[error(transparent)]
+    Bootstrap(#[from] BootstrapError),
+    /// A TLS file could not be read or used.
+    #[error("TLS: {0}")]
+    Tls(String),
 }
 
 /// A server bound to its address, not yet serving. Tests bind port 0 and read the address.
@@ -71,6 +80,8 @@ pub struct BoundServer {
     coordinator: Coordinator,
     /// The profiles, for the policy service.
     profiles: Arc<ProfileRegistry>,
+    /// Resolves every request's token.
+    auth: Arc<Authenticator>,
     /// Settings.
     config: ServeConfig,
 }
@@ -86,11 +97,16 @@ pub async fn bind(config: ServeConfig) -> Result<BoundServer, ServeError> {
     let mut options = SqliteStoreOptions::new(config.data_dir.join(DATABASE_FILE));
     options.synchronous = config.synchronous;
     let store: Arc<dyn RunStore> = Arc::new(SqliteStore::open(options)?);
-    bind_parts(config, store, profiles).await
+    let bound = bind_parts(config, store, profiles).await?;
+    if bound.auth.enabled() {
+        ensure_admin_token(&bound.auth, &bound.config.data_dir).await?;
+    }
+    Ok(bound)
 }
 
 /// As [`bind`], on a store the caller opened instead of the data directory's SQLite file
-/// (`data_dir` and `synchronous` are then not used). The benchmark uses it to measure the
+/// (`data_dir` and `synchronous` are then not used, and no admin token file is made: the
+/// caller makes its tokens through [`BoundServer::authenticator`]). The benchmark uses it to measure the
 /// server with a store that does not write, which tells the store's share of the cost.
 pub async fn bind_with_store(
     config: ServeConfig,
@@ -106,11 +122,13 @@ async fn bind_parts(
     store: Arc<dyn RunStore>,
     profiles: Arc<ProfileRegistry>,
 ) -> Result<BoundServer, ServeError> {
+    let auth = Arc::new(Authenticator::new(Arc::clone(&store), config.auth));
     let coordinator = Coordinator::start(
         store,
         Arc::clone(&profiles),
         CoordinatorConfig {
             reattach_grace: config.reattach_grace,
+            issue_worker_tokens: auth.enabled(),
         },
     )
     .await?;
@@ -124,6 +142,7 @@ async fn bind_parts(
         listener,
         coordinator,
         profiles,
+        auth,
         config,
     })
 }
@@ -147,6 +166,11 @@ impl BoundServer {
             })
     }
 
+    /// Checks tokens and makes operator tokens, against this server's store.
+    pub fn authenticator(&self) -> Arc<Authenticator> {
+        Arc::clone(&self.auth)
+    }
+
     /// Serves until `shutdown` resolves; then tells live sessions to re-attach later, and
     /// waits at most `shutdown_timeout` for connections to close before returning anyway.
     pub async fn serve(
@@ -157,6 +181,7 @@ impl BoundServer {
             listener,
             coordinator,
             profiles,
+            auth,
             config,
         } = self;
         let limit = config.max_message_bytes;
@@ -183,6 +208,8 @@ impl BoundServer {
         .max_encoding_message_size(limit);
         let worker_api = pb::worker_service_server::WorkerServiceServer::new(WorkerApi {
             coordinator: coordinator.clone(),
+            auth: Arc::clone(&auth),
+            require_client_cert: config.tls.as_ref().is_some_and(|t| t.client_ca.is_some()),
         })
         .max_decoding_message_size(limit)
         .max_encoding_message_size(limit);
@@ -190,11 +217,22 @@ impl BoundServer {
             pb::policy_service_server::PolicyServiceServer::new(PolicyApi { profiles })
                 .max_decoding_message_size(limit)
                 .max_encoding_message_size(limit);
+        let access_api = pb::access_service_server::AccessServiceServer::new(AccessApi {
+            auth: Arc::clone(&auth),
+        })
+        .max_decoding_message_size(limit)
+        .max_encoding_message_size(limit);
 
         let addr = listener.local_addr().ok();
+        warn_about_exposure(&config, addr);
         info!(addr = ?addr, data_dir = %config.data_dir.display(), "runplane serving");
         let (stop_accepting, stopped) = oneshot::channel::<()>();
-        let server = Server::builder()
+        let mut builder = Server::builder();
+        if let Some(files) = &config.tls {
+            builder = builder.tls_config(tls::server_config(files)?)?;
+        }
+        let server = builder
+            .layer(AccessLayer::new(auth))
             .http2_keepalive_interval(Some(KEEPALIVE_INTERVAL))
             .http2_keepalive_timeout(Some(KEEPALIVE_TIMEOUT))
             .tcp_nodelay(true)
@@ -204,6 +242,7 @@ impl BoundServer {
             .add_service(run_api)
             .add_service(worker_api)
             .add_service(policy_api)
+            .add_service(access_api)
             .serve_with_incoming_shutdown(TcpListenerStream::new(listener), async {
                 let _ = stopped.await;
             });
@@ -226,6 +265,25 @@ impl BoundServer {
         }
         info!("stopped");
         Ok(())
+    }
+}
+
+/// Warns when the server is open to more than it should be: authentication off (at every
+/// start, so it is never forgotten), or plaintext on an address other hosts can reach.
+fn warn_about_exposure(config: &ServeConfig, addr: Option<SocketAddr>) {
+    if config.auth == AuthMode::Off {
+        warn!(
+            "authentication is OFF (--auth off): anyone who reaches this port can start and \
+             cancel runs and answer asks; use this only for throwaway local experiments"
+        );
+    }
+    let loopback = addr.is_some_and(|a| a.ip().is_loopback());
+    if config.tls.is_none() && !loopback {
+        warn!(
+            addr = ?addr,
+            "listening beyond loopback without TLS: tokens and tool calls cross the network \
+             in the clear; pass --tls-cert and --tls-key"
+        );
     }
 }
 

@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 
-use crate::domain::{Run, StallTracker, Status};
+use crate::domain::{Credential, Run, Scope, StallTracker, Status};
 
 pub use sqlite::{SqliteStore, SqliteStoreOptions, Synchronous};
 
@@ -77,6 +77,9 @@ pub struct RunQuery {
     pub limit: usize,
     /// Start after this position (from the previous page).
     pub after: Option<PageCursor>,
+    /// Only runs within this scope (the caller's token's): a scoped operator pages
+    /// through its own runs, never past others.
+    pub scope: Scope,
 }
 
 /// A position in the newest-first order of runs: `(created_at, id)` descending.
@@ -130,6 +133,9 @@ pub enum StoreError {
     /// The store is shutting down or its writer has stopped.
     #[error("store is closed")]
     Closed,
+    /// A credential with this name exists and is not revoked.
+    #[error("a token named {0:?} already exists")]
+    NameTaken(String),
 }
 
 /// Persistence for runs. Implementations: SQLite now (embedded), PostgreSQL later.
@@ -160,4 +166,18 @@ pub trait RunStore: Send + Sync + 'static {
 
     /// One run as `live_runs` would return it; `None` if it is unknown or terminal.
     fn live_run(&self, run_id: &str) -> StoreFuture<Option<StoredRun>>;
+
+    /// Stores a new credential; durable when this resolves. Fails with `NameTaken` when a
+    /// credential of the same name is not revoked.
+    fn put_credential(&self, credential: Credential) -> StoreFuture<()>;
+
+    /// The credential whose token hashes to `hash`, revoked or not.
+    fn credential(&self, hash: &str) -> StoreFuture<Option<Credential>>;
+
+    /// Every operator credential, revoked ones included, oldest first.
+    fn operator_credentials(&self) -> StoreFuture<Vec<Credential>>;
+
+    /// Revokes the operator credential named `name` that is not revoked yet, as of `at`,
+    /// and returns it; `None` when there is none.
+    fn revoke_credential(&self, name: &str, at: DateTime<Utc>) -> StoreFuture<Option<Credential>>;
 }

@@ -2,8 +2,11 @@
 //! speaking to it through the generated tonic clients.
 #![allow(dead_code)]
 
+use std::collections::HashMap;
+use std::sync::Mutex;
 use std::time::Duration;
 
+use runplane::cli::connect::{AuthChannel, Bearer};
 use runplane::grpc::pb;
 use runplane::grpc::pb::coordinator_message::Message as Out;
 use runplane::grpc::pb::worker_message::Message as In;
@@ -12,6 +15,7 @@ use tempfile::TempDir;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio_stream::wrappers::ReceiverStream;
+use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
 use tonic::{Status, Streaming};
 
@@ -30,6 +34,10 @@ pub struct TestServer {
     stop: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<()>>,
     config: ServeConfig,
+    /// The admin token `serve` wrote to the data dir on its first start.
+    pub admin_token: String,
+    /// The worker token of each run started through this harness, by run id.
+    worker_tokens: Mutex<HashMap<String, String>>,
 }
 
 /// Settings a test may change.
@@ -76,6 +84,8 @@ impl TestServer {
             stop: None,
             task: None,
             config,
+            admin_token: String::new(),
+            worker_tokens: Mutex::new(HashMap::new()),
         };
         server.boot().await;
         server
@@ -83,6 +93,7 @@ impl TestServer {
 
     async fn boot(&mut self) {
         let bound = bind(self.config.clone()).await.unwrap();
+        self.admin_token = self.read_admin_token();
         self.addr = bound.local_addr().unwrap();
         self.config.listen = self.addr;
         let (stop, stopped) = oneshot::channel::<()>();
@@ -112,7 +123,15 @@ impl TestServer {
         }
     }
 
-    pub async fn channel(&self) -> Channel {
+    /// The admin token in the data dir (empty when there is none: authentication off).
+    fn read_admin_token(&self) -> String {
+        std::fs::read_to_string(self.config.data_dir.join("operator.token"))
+            .map(|text| text.trim().to_string())
+            .unwrap_or_default()
+    }
+
+    /// A connection without credentials.
+    pub async fn raw_channel(&self) -> Channel {
         Channel::from_shared(format!("http://{}", self.addr))
             .unwrap()
             .connect()
@@ -120,12 +139,41 @@ impl TestServer {
             .unwrap()
     }
 
-    pub async fn runs(&self) -> RunServiceClient<Channel> {
+    /// A connection whose requests carry `token` (none when `None`).
+    pub async fn channel_as(&self, token: Option<&str>) -> AuthChannel {
+        InterceptedService::new(self.raw_channel().await, Bearer::new(token).unwrap())
+    }
+
+    /// A connection whose requests carry the admin token.
+    pub async fn channel(&self) -> AuthChannel {
+        self.channel_as(Some(&self.admin_token)).await
+    }
+
+    pub async fn runs(&self) -> RunServiceClient<AuthChannel> {
         RunServiceClient::new(self.channel().await)
     }
 
+    /// Workers carry their token in `Attach.token`, so their connection has none.
     pub async fn workers(&self) -> WorkerServiceClient<Channel> {
-        WorkerServiceClient::new(self.channel().await)
+        WorkerServiceClient::new(self.raw_channel().await)
+    }
+
+    /// The worker token `StartRun` returned for a run started through this harness.
+    pub fn worker_token(&self, run_id: &str) -> String {
+        self.worker_tokens
+            .lock()
+            .unwrap()
+            .get(run_id)
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// Remembers a run's worker token, for runs started outside the harness's helpers.
+    pub fn remember_worker_token(&self, run_id: &str, token: &str) {
+        self.worker_tokens
+            .lock()
+            .unwrap()
+            .insert(run_id.to_string(), token.to_string());
     }
 
     /// Starts a run under `profile` and returns its id.
@@ -150,7 +198,9 @@ impl TestServer {
             .await
             .unwrap()
             .into_inner();
-        response.run.unwrap().id
+        let run_id = response.run.unwrap().id;
+        self.remember_worker_token(&run_id, &response.worker_token);
+        run_id
     }
 
     pub async fn get_run(&self, run_id: &str) -> pb::Run {
@@ -260,7 +310,7 @@ impl Worker {
         let attach = In::Attach(pb::Attach {
             run_id: run_id.into(),
             worker_id: worker_id.into(),
-            token: String::new(),
+            token: server.worker_token(run_id),
             workspace_root: "/work/repo".into(),
         });
         let (tx, rx) = Worker::open(server, attach).await?;

@@ -4,6 +4,7 @@
 //! a `TryFrom` here, and a bad value becomes a `ConvertError` that names the field, which the
 //! services turn into `INVALID_ARGUMENT`.
 
+mod access;
 mod policy;
 mod run;
 mod session;
@@ -146,6 +147,7 @@ pub(crate) fn required_timestamp(
     from_timestamp(field, ts.ok_or(ConvertError::Required { field })?)
 }
 
+pub use access::role_from_proto;
 pub use policy::policy_mode_from_proto;
 pub use run::{
     decision_from_proto, deliver_mode_from_proto, exec_mode_from_proto, status_from_proto,

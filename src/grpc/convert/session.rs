@@ -18,7 +18,6 @@ impl TryFrom<pb::Attach> for AttachRequest {
         Ok(AttachRequest {
             run_id: super::required("attach.run_id", attach.run_id)?,
             worker_id: bounded("attach.worker_id", attach.worker_id)?,
-            token: attach.token,
             workspace_root: bounded("attach.workspace_root", attach.workspace_root)?,
         })
     }

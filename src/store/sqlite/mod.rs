@@ -7,6 +7,7 @@
 //! behind these choices.
 
 mod checkpoint;
+mod credentials;
 mod encode;
 mod journal;
 mod read;
@@ -22,13 +23,14 @@ use std::sync::{mpsc, Arc, Mutex, PoisonError, RwLock};
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
+use chrono::{DateTime, Utc};
 use rusqlite::Connection;
 use tokio::sync::oneshot;
 
 use super::{
     Commit, CommitDone, Event, RunPage, RunQuery, RunStore, StoreError, StoreFuture, StoredRun,
 };
-use crate::domain::Run;
+use crate::domain::{Credential, Run};
 use read::ReadPool;
 use writer::{Job, Reply};
 
@@ -246,6 +248,24 @@ impl SqliteStore {
         }
     }
 
+    /// Runs `write` on the writer's connection between two commit groups.
+    fn write<T, F>(&self, write: F) -> StoreFuture<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
+    {
+        let (reply, answer) = oneshot::channel();
+        let job = Job::Exec(Box::new(move |conn| {
+            // A caller that gave up does not undo the write; nothing to do about it.
+            let _ = reply.send(write(conn));
+        }));
+        if let Some(jobs) = &*self.jobs.read().unwrap_or_else(PoisonError::into_inner) {
+            // A writer that is gone drops the job, and the answer below is `Closed`.
+            let _ = jobs.send(job);
+        }
+        Box::pin(async move { answer.await.unwrap_or(Err(StoreError::Closed)) })
+    }
+
     /// Runs `read` on a pooled read connection on tokio's blocking pool.
     fn read<T, F>(&self, read: F) -> StoreFuture<T>
     where
@@ -309,6 +329,24 @@ impl RunStore for SqliteStore {
     fn live_run(&self, run_id: &str) -> StoreFuture<Option<StoredRun>> {
         let run_id = run_id.to_string();
         self.read(move |conn| Ok(read::live_runs(conn, Some(&run_id))?.pop()))
+    }
+
+    fn put_credential(&self, credential: Credential) -> StoreFuture<()> {
+        self.write(move |conn| credentials::insert(conn, &credential))
+    }
+
+    fn credential(&self, hash: &str) -> StoreFuture<Option<Credential>> {
+        let hash = hash.to_string();
+        self.read(move |conn| credentials::by_hash(conn, &hash))
+    }
+
+    fn operator_credentials(&self) -> StoreFuture<Vec<Credential>> {
+        self.read(|conn| credentials::operators(conn))
+    }
+
+    fn revoke_credential(&self, name: &str, at: DateTime<Utc>) -> StoreFuture<Option<Credential>> {
+        let name = name.to_string();
+        self.write(move |conn| credentials::revoke(conn, &name, at))
     }
 }
 

@@ -119,6 +119,29 @@ pub(super) fn list_runs(conn: &mut Connection, query: &RunQuery) -> Result<RunPa
             args.push((name, value));
         }
     }
+    // The run's team is only in run_json (no column: scoped listing is rare enough not to
+    // need an index); a run without a team has none there, which reads as ''.
+    let scope = [
+        (
+            "IFNULL(json_extract(run_json, '$.team_id'), '')",
+            "team",
+            &query.scope.teams,
+        ),
+        ("project_id", "project", &query.scope.projects),
+    ];
+    let scope_names: Vec<Vec<String>> = scope
+        .iter()
+        .map(|(_, prefix, values)| (0..values.len()).map(|i| format!(":{prefix}{i}")).collect())
+        .collect();
+    for ((column, _, values), names) in scope.iter().zip(&scope_names) {
+        if values.is_empty() {
+            continue;
+        }
+        sql.push_str(&format!(" AND {column} IN ({})", names.join(", ")));
+        for (name, value) in names.iter().zip(values.iter()) {
+            args.push((name.as_str(), value as &dyn ToSql));
+        }
+    }
     if let Some((created_at, id)) = &cursor {
         sql.push_str(" AND (created_at, id) < (:after_created_at, :after_id)");
         args.push((":after_created_at", created_at));

@@ -115,6 +115,23 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE event_journal ADD COLUMN updated_at TEXT;
     ALTER TABLE event_journal ADD COLUMN stall_json TEXT;
     ",
+    // 4: credentials. Only a token's SHA-256 is stored, never the token: a copy of the
+    // database authenticates nobody. Names are unique among tokens that are not revoked,
+    // so `tokens revoke NAME` means one token.
+    "
+    CREATE TABLE credentials (
+        hash       TEXT PRIMARY KEY,  -- SHA-256 of the token, lowercase hex
+        name       TEXT NOT NULL,
+        kind       TEXT NOT NULL,     -- 'operator' or 'worker'
+        role       TEXT,              -- operator tokens: viewer, operator or admin
+        teams      TEXT,              -- operator tokens: JSON array, empty for any team
+        projects   TEXT,              -- operator tokens: JSON array, empty for any project
+        run_id     TEXT,              -- worker tokens: the one run they open sessions for
+        created_at TEXT NOT NULL,     -- RFC 3339
+        revoked_at TEXT               -- RFC 3339; NULL while the token works
+    );
+    CREATE UNIQUE INDEX credentials_live_name ON credentials (name) WHERE revoked_at IS NULL;
+    ",
 ];
 
 /// The statuses `runs_live` excludes, as its `WHERE` clause spells them. A query uses the

@@ -73,6 +73,10 @@ pub(super) enum Job {
     /// WAL, so that the next group starts the WAL over (`checkpoint.rs` says why only the
     /// writer can do that cheaply). Answered with whether everything was copied.
     FinishCheckpoint(mpsc::SyncSender<bool>),
+    /// A small write outside the run tables (a credential), run between two groups on the
+    /// writer's connection, in its own autocommit statement; it answers through its own
+    /// channel.
+    Exec(Box<dyn FnOnce(&Connection) + Send>),
     /// Finish the current group and stop; jobs queued behind this are dropped unanswered,
     /// which their waiters see as `Closed`.
     Shutdown,
@@ -128,6 +132,7 @@ pub(super) fn run(
                 // The checkpointer may have stopped waiting; that is no reason to stop.
                 let _ = done.send(checkpoint::finish(&writer.conn));
             }
+            Some(Job::Exec(write)) => write(&writer.conn),
             Some(Job::Commit(..)) | None => {}
         }
     }
