@@ -1,16 +1,22 @@
 #!/usr/bin/env bash
 # Interop checks: clients in other languages and tools against a freshly started
-# `runplane serve` (release build).
+# `runplane serve` (release build), with authentication on (the default): every client
+# gets the admin token the server wrote to its data directory.
 #
 #   bash tests/interop/run.sh
 #
 #   1. python      examples/python/worker.py (grpcio, code generated with grpcio-tools)
 #   2. typescript  examples/typescript/src/worker.ts (Connect gRPC transport, protoc-gen-es)
-#   3. grpcurl     tests/interop/grpcurl.sh (grpcurl 1.8.6, reflection v1alpha)
+#   3. grpcurl     tests/interop/grpcurl.sh (grpcurl 1.8.6, reflection v1alpha; credentials)
 #   4. buf         buf lint and buf format --diff --exit-code on proto/
+#   5. tls         a second server with --tls-cert/--tls-key/--tls-client-ca and a throwaway
+#                  CA (openssl): grpcurl over TLS, plaintext refused, the Python and
+#                  TypeScript workers and the CLI over TLS with a client certificate, and
+#                  a worker without one refused at attach
 #
-# Needs only Rust, Python 3 (with venv/pip) and Node/npm, plus the package registries: it
-# installs everything else itself (a venv in a temp dir, `npm ci` in examples/typescript).
+# Needs only Rust, Python 3 (with venv/pip), Node/npm and openssl (installed with apt-get
+# when missing), plus the package registries: it installs everything else itself (a venv
+# in a temp dir, `npm ci` in examples/typescript).
 # Generated code goes to the temp dir and examples/typescript/gen/ (ignored), never to git.
 # Honours CARGO_TARGET_DIR; RUNPLANE_BIN=path skips the build and tests that binary.
 # KEEP_TMP=1 keeps the temp dir (server log, data, generated Python code) for a look.
@@ -22,14 +28,17 @@ cd "$root"
 ts_dir=$root/examples/typescript
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/runplane-interop.XXXXXX")
 server_pid=""
+tls_pid=""
 started=$SECONDS
 
 cleanup() {
-    local rc=$?
-    if [[ -n $server_pid ]] && kill -0 "$server_pid" 2>/dev/null; then
-        kill -TERM "$server_pid" 2>/dev/null || true
-        wait "$server_pid" 2>/dev/null || true
-    fi
+    local rc=$? pid
+    for pid in "$server_pid" "$tls_pid"; do
+        if [[ -n $pid ]] && kill -0 "$pid" 2>/dev/null; then
+            kill -TERM "$pid" 2>/dev/null || true
+            wait "$pid" 2>/dev/null || true
+        fi
+    done
     if [[ ${KEEP_TMP:-} == 1 ]]; then
         echo "interop: kept $tmp"
     else
@@ -63,6 +72,39 @@ setup_typescript() {
     npm run --silent typecheck
 }
 
+# A throwaway CA, a server certificate for localhost and 127.0.0.1, a worker's client
+# certificate, and an unrelated CA (for a failed verification); EC P-256, valid two days.
+setup_tls() {
+    if ! command -v openssl >/dev/null; then
+        local apt=(env DEBIAN_FRONTEND=noninteractive apt-get)
+        [[ $(id -u) == 0 ]] || apt=(sudo "${apt[@]}")
+        "${apt[@]}" install -y openssl || { "${apt[@]}" update && "${apt[@]}" install -y openssl; }
+    fi
+    local d=$tmp/tls
+    mkdir -p "$d"
+    key() { openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$d/$1.key"; }
+    ca() {
+        key "$1"
+        openssl req -x509 -new -key "$d/$1.key" -out "$d/$1.pem" -days 2 -subj "/CN=$2" \
+            -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign"
+    }
+    # leaf NAME CN EXTENSION...: a certificate signed by the CA.
+    leaf() {
+        local name=$1 cn=$2
+        shift 2
+        key "$name"
+        openssl req -new -key "$d/$name.key" -subj "/CN=$cn" -out "$d/$name.csr"
+        printf '%s\n' "basicConstraints=critical,CA:FALSE" "keyUsage=critical,digitalSignature" "$@" >"$d/$name.ext"
+        openssl x509 -req -in "$d/$name.csr" -CA "$d/ca.pem" -CAkey "$d/ca.key" \
+            -set_serial "0x$(openssl rand -hex 8)" -days 2 -extfile "$d/$name.ext" -out "$d/$name.pem"
+    }
+    ca ca "runplane interop CA"
+    ca other-ca "some other CA"
+    leaf server localhost "extendedKeyUsage=serverAuth" "subjectAltName=DNS:localhost,IP:127.0.0.1"
+    leaf client interop-worker "extendedKeyUsage=clientAuth"
+    openssl verify -CAfile "$d/ca.pem" "$d/server.pem" "$d/client.pem"
+}
+
 # Waits for a background setup job and fails loudly with its log.
 await_setup() {
     local name=$1 pid=$2
@@ -75,11 +117,13 @@ await_setup() {
     echo "$name: ready"
 }
 
-step "setup (venv, npm ci) in the background"
+step "setup (venv, npm ci, TLS certificates) in the background"
 background python setup_python
 python_setup=$!
 background typescript setup_typescript
 typescript_setup=$!
+background tls setup_tls
+tls_setup=$!
 
 if [[ -n ${RUNPLANE_BIN:-} ]]; then
     step "using RUNPLANE_BIN=$RUNPLANE_BIN (no build)"
@@ -93,6 +137,43 @@ fi
 
 await_setup python "$python_setup"
 await_setup typescript "$typescript_setup"
+await_setup tls "$tls_setup"
+
+free_port() {
+    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# serve PORT LOG ARGS...: starts `runplane serve` on 127.0.0.1:PORT in the background
+# (its pid in $launched) and waits until the port accepts connections.
+serve() {
+    local port=$1 log=$2
+    shift 2
+    "$bin" serve --listen "127.0.0.1:$port" "$@" >"$log" 2>&1 &
+    launched=$!
+    for _ in $(seq 1 150); do
+        if ! kill -0 "$launched" 2>/dev/null; then
+            echo "interop: the server exited at start:" >&2
+            cat "$log" >&2
+            exit 1
+        fi
+        if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+            return 0
+        fi
+        sleep 0.2
+    done
+    echo "interop: 127.0.0.1:$port never opened" >&2
+    exit 1
+}
+
+# stop PID NAME: SIGTERM, and report whether it exited cleanly.
+stop() {
+    kill -TERM "$1"
+    if wait "$1"; then
+        echo "$2 stopped cleanly on SIGTERM"
+    else
+        echo "interop: $2 exited with $? on SIGTERM"
+    fi
+}
 
 step "start runplane serve"
 # A profile for the Python stall scenario: three steps without progress end the run.
@@ -106,24 +187,14 @@ mode = "acceptEdits"
 stall_detection = true
 stall_threshold = 3
 EOF
-port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+port=$(free_port)
 addr=127.0.0.1:$port
-"$bin" serve --listen "$addr" --data-dir "$tmp/data" --policy-dir "$tmp/policies" \
-    --reattach-grace 30 >"$tmp/server.log" 2>&1 &
-server_pid=$!
-for _ in $(seq 1 150); do
-    if ! kill -0 "$server_pid" 2>/dev/null; then
-        echo "interop: the server exited at start:" >&2
-        cat "$tmp/server.log" >&2
-        exit 1
-    fi
-    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
-        break
-    fi
-    sleep 0.2
-done
-(exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null || { echo "interop: $addr never opened" >&2; exit 1; }
-echo "runplane serving on $addr (pid $server_pid)"
+serve "$port" "$tmp/server.log" --data-dir "$tmp/data" --policy-dir "$tmp/policies" --reattach-grace 30
+server_pid=$launched
+# Authentication is on: the server wrote its admin token before it opened the port.
+token_file=$tmp/data/operator.token
+[[ -s $token_file ]] || { echo "interop: no admin token at $token_file" >&2; exit 1; }
+echo "runplane serving on $addr (pid $server_pid), admin token in $token_file"
 
 passed=0
 failed=0
@@ -141,23 +212,71 @@ check() {
     fi
 }
 
-check "python worker" "$tmp/venv/bin/python" examples/python/worker.py --target "$addr" --gen "$tmp/pygen"
-check "typescript worker" bash -c 'cd "$1" && exec node_modules/.bin/tsx src/worker.ts --target "$2"' _ "$ts_dir" "$addr"
-check "grpcurl" env GRPCURL="$tmp/venv/bin/grpcurl" bash tests/interop/grpcurl.sh "$addr"
+python=("$tmp/venv/bin/python" examples/python/worker.py --gen "$tmp/pygen")
+grpcurl=$tmp/venv/bin/grpcurl
+check "python worker" "${python[@]}" --target "$addr" --token-file "$token_file"
+check "typescript worker" bash -c 'cd "$1" && exec node_modules/.bin/tsx src/worker.ts --target "$2" --token-file "$3"' \
+    _ "$ts_dir" "$addr" "$token_file"
+check "grpcurl" env GRPCURL="$grpcurl" RUNPLANE_TOKEN_FILE="$token_file" bash tests/interop/grpcurl.sh "$addr"
 check "buf lint and format" bash -c '"$1" lint && "$1" format --diff --exit-code && echo "buf: lint and format clean"' \
     _ "$ts_dir/node_modules/.bin/buf"
 
 step "stop the server"
-kill -TERM "$server_pid"
-if wait "$server_pid"; then
-    echo "runplane serve stopped cleanly on SIGTERM"
-else
-    echo "interop: runplane serve exited with $? on SIGTERM"
-fi
+stop "$server_pid" "runplane serve"
 server_pid=""
+
+step "start runplane serve with TLS (client certificates from the interop CA)"
+certs=$tmp/tls
+tls_port=$(free_port)
+tls_addr=127.0.0.1:$tls_port
+serve "$tls_port" "$tmp/server-tls.log" --data-dir "$tmp/data-tls" --policy-dir "$tmp/policies" \
+    --tls-cert "$certs/server.pem" --tls-key "$certs/server.key" --tls-client-ca "$certs/ca.pem"
+tls_pid=$launched
+tls_token_file=$tmp/data-tls/operator.token
+echo "runplane serving TLS on $tls_addr (pid $tls_pid)"
+
+# grpcurl over TLS: a real handshake (no -plaintext), the server's certificate verified
+# against the interop CA, reflection and ListRuns with the token; another CA fails.
+tls_grpcurl() {
+    local out
+    out=$("$grpcurl" -cacert "$certs/ca.pem" -max-time 10 -H "authorization: Bearer $(cat "$tls_token_file")" \
+        -d '{}' "$tls_addr" runplane.v1.RunService/ListRuns 2>&1) || { echo "ListRuns over TLS failed: $out"; return 1; }
+    echo "ListRuns over TLS: ok"
+    if out=$("$grpcurl" -cacert "$certs/other-ca.pem" -max-time 10 "$tls_addr" list 2>&1); then
+        echo "a certificate from another CA was accepted: $out"
+        return 1
+    fi
+    [[ $out == *"certificate"* ]] || { echo "another CA: expected a certificate error, got: $out"; return 1; }
+    echo "another CA: refused ($out)"
+}
+check "tls: grpcurl -cacert" tls_grpcurl
+
+# Plaintext against the TLS port fails, and promptly (timeout 30 would say 124 on a hang).
+tls_plaintext() {
+    local out rc t0=$SECONDS
+    out=$(timeout 30 "$grpcurl" -plaintext -max-time 5 "$tls_addr" list 2>&1) && rc=0 || rc=$?
+    echo "grpcurl -plaintext against TLS: exit $rc after $((SECONDS - t0)) s: $out"
+    ((rc != 0 && rc != 124))
+}
+check "tls: plaintext refused" tls_plaintext
+
+check "tls: python worker with a client certificate" "${python[@]}" --target "$tls_addr" \
+    --token-file "$tls_token_file" --ca-cert "$certs/ca.pem" --client-cert "$certs/client.pem" --client-key "$certs/client.key"
+check "tls: python worker without a client certificate is refused at attach" "${python[@]}" --target "$tls_addr" \
+    --token-file "$tls_token_file" --ca-cert "$certs/ca.pem" needs-client-cert
+check "tls: typescript worker with a client certificate" bash -c \
+    'cd "$1" && exec node_modules/.bin/tsx src/worker.ts --target "$2" --token-file "$3" --ca-cert "$4/ca.pem" --client-cert "$4/client.pem" --client-key "$4/client.key"' \
+    _ "$ts_dir" "$tls_addr" "$tls_token_file" "$certs"
+check "tls: runplane CLI" "$bin" runs list --server "https://$tls_addr" --ca-cert "$certs/ca.pem" --token-file "$tls_token_file"
+
+step "stop the TLS server"
+stop "$tls_pid" "runplane serve (TLS)"
+tls_pid=""
 if ((failed > 0)); then
     echo "--- server log (last 40 lines) ---"
     tail -n 40 "$tmp/server.log"
+    echo "--- TLS server log (last 20 lines) ---"
+    tail -n 20 "$tmp/server-tls.log"
     echo "interop: failed: ${failures[*]}"
 fi
 echo "interop: took $((SECONDS - started)) s"
