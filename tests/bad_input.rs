@@ -292,6 +292,28 @@ async fn broken_protocol_ends_the_stream_with_invalid_argument() {
 }
 
 #[tokio::test]
+async fn a_session_that_never_attaches_is_ended() {
+    let server = TestServer::with(Options {
+        attach_timeout: std::time::Duration::from_millis(200),
+        ..Options::default()
+    })
+    .await;
+    // The sender stays open: the stream is neither closed nor attached.
+    let (_tx, rx) = tokio::sync::mpsc::channel::<pb::WorkerMessage>(1);
+    let err = server
+        .workers()
+        .await
+        .session(tokio_stream::wrappers::ReceiverStream::new(rx))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::DeadlineExceeded);
+    assert_eq!(
+        err.message(),
+        "no attach within 0.2 s of opening the session"
+    );
+}
+
+#[tokio::test]
 async fn a_message_over_the_size_limit_ends_the_stream_and_loses_nothing() {
     let server = TestServer::start().await;
     let run_id = server.start_run("trusted-mount-autonomous").await;

@@ -31,6 +31,8 @@ pub struct WorkerApi {
     pub auth: Arc<Authenticator>,
     /// Whether a session needs a verified TLS client certificate (mTLS is configured).
     pub require_client_cert: bool,
+    /// How long a session may take to send its `attach`.
+    pub attach_timeout: std::time::Duration,
 }
 
 impl WorkerApi {
@@ -68,10 +70,14 @@ impl pb::worker_service_server::WorkerService for WorkerApi {
         &self,
         mut request: Request<Streaming<pb::WorkerMessage>>,
     ) -> Result<Response<SessionStream>, Status> {
-        let first = request
-            .get_mut()
-            .message()
-            .await?
+        let first = tokio::time::timeout(self.attach_timeout, request.get_mut().message())
+            .await
+            .map_err(|_| {
+                Status::deadline_exceeded(format!(
+                    "no attach within {} s of opening the session",
+                    self.attach_timeout.as_secs_f64()
+                ))
+            })??
             .ok_or_else(|| Status::invalid_argument("stream closed before attach"))?;
         let attach = match first.message {
             Some(In::Attach(attach)) => attach,

@@ -16,6 +16,9 @@ pub const DEFAULT_REATTACH_GRACE: Duration = Duration::from_secs(60);
 /// Largest gRPC message accepted or sent (4 MiB, gRPC's customary default): bounds the
 /// memory one bad client can make the server hold.
 pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 4 * 1024 * 1024;
+/// How long a new session may take to send its `attach`: a connection that opens streams
+/// and never attaches (no credentials are checked before the attach) holds nothing longer.
+pub const DEFAULT_ATTACH_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long shutdown waits for sessions to drain before it stops anyway.
 pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -37,6 +40,8 @@ pub struct ServeConfig {
     pub max_message_bytes: usize,
     /// Bound on the graceful-shutdown wait.
     pub shutdown_timeout: Duration,
+    /// How long a session may take to send its first message.
+    pub attach_timeout: Duration,
     /// Whether every RPC needs credentials (on unless explicitly turned off).
     pub auth: AuthMode,
     /// TLS for the listener; `None`: plaintext (warned about off loopback).
@@ -66,6 +71,7 @@ impl ServeConfig {
             synchronous: Synchronous::default(),
             max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
             shutdown_timeout: DEFAULT_SHUTDOWN_TIMEOUT,
+            attach_timeout: DEFAULT_ATTACH_TIMEOUT,
             auth: AuthMode::On,
             tls: None,
         }

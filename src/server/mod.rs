@@ -4,8 +4,8 @@ mod config;
 mod tls;
 
 pub use config::{
-    ServeConfig, TlsFiles, DEFAULT_DATA_DIR, DEFAULT_LISTEN, DEFAULT_MAX_MESSAGE_BYTES,
-    DEFAULT_REATTACH_GRACE, DEFAULT_SHUTDOWN_TIMEOUT,
+    ServeConfig, TlsFiles, DEFAULT_ATTACH_TIMEOUT, DEFAULT_DATA_DIR, DEFAULT_LISTEN,
+    DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_REATTACH_GRACE, DEFAULT_SHUTDOWN_TIMEOUT,
 };
 
 use std::future::Future;
@@ -210,6 +210,7 @@ impl BoundServer {
             coordinator: coordinator.clone(),
             auth: Arc::clone(&auth),
             require_client_cert: config.tls.as_ref().is_some_and(|t| t.client_ca.is_some()),
+            attach_timeout: config.attach_timeout,
         })
         .max_decoding_message_size(limit)
         .max_encoding_message_size(limit);

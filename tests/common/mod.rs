@@ -48,6 +48,8 @@ pub struct Options {
     pub grace: Duration,
     /// The gRPC message limit.
     pub max_message_bytes: usize,
+    /// How long a session may take to attach.
+    pub attach_timeout: Duration,
 }
 
 impl Default for Options {
@@ -56,6 +58,7 @@ impl Default for Options {
             policy: None,
             grace: Duration::from_secs(60),
             max_message_bytes: runplane::server::DEFAULT_MAX_MESSAGE_BYTES,
+            attach_timeout: runplane::server::DEFAULT_ATTACH_TIMEOUT,
         }
     }
 }
@@ -71,6 +74,7 @@ impl TestServer {
         config.listen = "127.0.0.1:0".parse().unwrap();
         config.reattach_grace = options.grace;
         config.max_message_bytes = options.max_message_bytes;
+        config.attach_timeout = options.attach_timeout;
         config.shutdown_timeout = Duration::from_secs(2);
         if let Some(policy) = options.policy {
             let policy_dir = dir.path().join("policies");
