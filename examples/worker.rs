@@ -9,7 +9,18 @@
 //! runplane serve &
 //! cargo run --example worker -- [--server URL] [--profile NAME] [--workspace DIR]
 //!                                [--deliver-mode patch|commit-local|branch|pr]
+//!                                [--token T | --token-file FILE]
+//!                                [--ca-cert FILE [--client-cert FILE --client-key FILE]]
 //! ```
+//!
+//! Starting the run is an operator's call and needs an operator token (role operator or
+//! admin), found as the CLI finds it: `--token` / `RUNPLANE_TOKEN`, else the first line of
+//! `--token-file` / `RUNPLANE_TOKEN_FILE` (default `./runplane-data/operator.token`, where
+//! `runplane serve` started in the same directory writes its admin token). The session
+//! itself attaches with the run's own worker token from `StartRunResponse.worker_token`.
+//! With `--ca-cert` it connects over TLS (use an `https://` URL); a server started with
+//! `--tls-client-ca` also wants the worker's client certificate, `--client-cert` and
+//! `--client-key`.
 //!
 //! Exits 0 when the run completed, 1 otherwise.
 
@@ -19,6 +30,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context as _};
 use clap::Parser;
+use runplane::cli::connect::{Bearer, DEFAULT_TOKEN_FILE};
 use runplane::domain::{Decision, DeliverMode, Run, Status, ToolCallResponse};
 use runplane::grpc::convert::{deliver_mode_from_proto, status_from_proto};
 // `In`: what the coordinator sends; `Out`: what the worker sends.
@@ -29,6 +41,8 @@ use runplane::grpc::pb::worker_service_client::WorkerServiceClient;
 use runplane::grpc::pb::{self, RunStatus};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 use tonic::Streaming;
 
 /// While it waits (for an operator, for the gate) the worker sends a heartbeat this often:
@@ -63,6 +77,23 @@ struct Args {
     /// Workspace root sent in Attach [default: the current directory]
     #[arg(long)]
     workspace: Option<PathBuf>,
+    /// Operator token for StartRun (`authorization: Bearer …`); wins over --token-file.
+    #[arg(long, env = "RUNPLANE_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    /// File whose first line is the operator token, used when --token and RUNPLANE_TOKEN
+    /// are not set; `runplane serve` writes its admin token to this default path.
+    #[arg(long, env = "RUNPLANE_TOKEN_FILE", value_name = "FILE", default_value = DEFAULT_TOKEN_FILE)]
+    token_file: PathBuf,
+    /// PEM CA certificate that signed the server's certificate: connect with TLS.
+    #[arg(long, env = "RUNPLANE_CA_CERT", value_name = "FILE")]
+    ca_cert: Option<PathBuf>,
+    /// PEM client certificate for mutual TLS (a server started with --tls-client-ca
+    /// requires one for worker sessions).
+    #[arg(long, value_name = "FILE", requires_all = ["client_key", "ca_cert"])]
+    client_cert: Option<PathBuf>,
+    /// PEM private key of --client-cert.
+    #[arg(long, value_name = "FILE", requires = "client_cert")]
+    client_key: Option<PathBuf>,
 }
 
 #[tokio::main]
@@ -79,32 +110,34 @@ async fn main() -> ExitCode {
 
 /// Plays the whole session; returns the run's final status.
 async fn work(args: Args) -> anyhow::Result<Status> {
-    let workspace = std::path::absolute(match args.workspace {
-        Some(dir) => dir,
+    let workspace = std::path::absolute(match &args.workspace {
+        Some(dir) => dir.clone(),
         None => std::env::current_dir()?,
     })?;
-    let channel = tonic::transport::Endpoint::from_shared(args.server.clone())?
-        .connect()
-        .await
-        .with_context(|| format!("cannot connect to runplane at {}", args.server))?;
+    let channel = connect(&args).await?;
+    let token = operator_token(&args)?;
 
-    // 1. Normally an operator's job; done here so that the example is self-contained.
-    let started = RunServiceClient::new(channel.clone())
+    // 1. Normally an operator's job; done here so that the example is self-contained. The
+    //    operator's token goes on this client's requests only, never on the session's.
+    let operator = InterceptedService::new(channel.clone(), Bearer::new(token.as_deref())?);
+    let started = RunServiceClient::new(operator)
         .start_run(pb::StartRequest {
             task_id: "demo-task".into(),
             agent_id: "example-worker".into(),
             project_id: "demo".into(),
-            policy_profile: args.profile,
+            policy_profile: args.profile.clone(),
             deliver_mode: pb::DeliverMode::from(args.deliver_mode).into(),
             ..Default::default()
         })
-        .await?
+        .await
+        .map_err(|status| start_error(status, &args.token_file, token.is_some()))?
         .into_inner();
     let run = Run::try_from(started.run.context("StartRun returned no run")?)?;
     println!("started run {} (profile {})", run.id, run.policy_profile);
 
     // 2. The session. Attach must be the first message; it is queued before the call, so
-    //    a server that reads it before answering the call is served too.
+    //    a server that reads it before answering the call is served too. It carries the
+    //    run's worker token (empty when the server runs with --auth off).
     let (tx, rx) = mpsc::channel(16);
     let attach = Out::Attach(pb::Attach {
         run_id: run.id.clone(),
@@ -118,7 +151,8 @@ async fn work(args: Args) -> anyhow::Result<Status> {
     .await?;
     let inbound = WorkerServiceClient::new(channel)
         .session(ReceiverStream::new(rx))
-        .await?
+        .await
+        .context("attach (WorkerService.Session)")?
         .into_inner();
     let mut session = Session {
         run_id: run.id,
@@ -197,6 +231,67 @@ async fn work(args: Args) -> anyhow::Result<Status> {
             other => println!("← {other:?}"),
         }
     }
+}
+
+/// Connects to `--server`: plaintext for `http://`, TLS with `--ca-cert` (and a client
+/// certificate with `--client-cert`/`--client-key`).
+async fn connect(args: &Args) -> anyhow::Result<Channel> {
+    let server = &args.server;
+    let mut endpoint = Endpoint::from_shared(server.clone())
+        .with_context(|| format!("--server: invalid URL {server:?}"))?
+        .connect_timeout(Duration::from_secs(5));
+    if let Some(ca) = &args.ca_cert {
+        let pem = std::fs::read(ca).with_context(|| format!("--ca-cert {}", ca.display()))?;
+        let mut tls = ClientTlsConfig::new().ca_certificate(Certificate::from_pem(pem));
+        if let (Some(cert), Some(key)) = (&args.client_cert, &args.client_key) {
+            let cert =
+                std::fs::read(cert).with_context(|| format!("--client-cert {}", cert.display()))?;
+            let key =
+                std::fs::read(key).with_context(|| format!("--client-key {}", key.display()))?;
+            tls = tls.identity(Identity::from_pem(cert, key));
+        }
+        endpoint = endpoint
+            .tls_config(tls)
+            .context("--ca-cert: cannot set up TLS")?;
+    } else if server.starts_with("https://") {
+        bail!("--server {server} is https: pass --ca-cert with the CA that signed it");
+    }
+    endpoint
+        .connect()
+        .await
+        .with_context(|| format!("cannot connect to runplane at {server}"))
+}
+
+/// The operator token: `--token`/`RUNPLANE_TOKEN`, else the first line of `--token-file`;
+/// `None` when neither exists (fine for a server running with `--auth off`).
+fn operator_token(args: &Args) -> anyhow::Result<Option<String>> {
+    runplane::cli::connect::resolve_token(args.token.as_deref(), &args.token_file)
+}
+
+/// StartRun's error, with a hint when the token was missing or not good enough.
+fn start_error(
+    status: tonic::Status,
+    token_file: &std::path::Path,
+    had_token: bool,
+) -> anyhow::Error {
+    let hint = match status.code() {
+        tonic::Code::Unauthenticated if !had_token => format!(
+            "no operator token: pass --token (or RUNPLANE_TOKEN), or --token-file; \
+             `runplane serve` writes its admin token to operator.token in its data directory \
+             ({} was not found)",
+            token_file.display()
+        ),
+        tonic::Code::Unauthenticated => "the operator token is not valid here (revoked, or \
+             from another server's data directory)"
+            .to_string(),
+        tonic::Code::PermissionDenied => {
+            "the token may not start this run: that needs the operator role, and a token \
+             limited to teams or projects only reaches theirs"
+                .to_string()
+        }
+        _ => return anyhow::Error::new(status).context("StartRun"),
+    };
+    anyhow::Error::new(status).context(format!("StartRun: {hint}"))
 }
 
 /// The worker's half of the session.

@@ -112,42 +112,48 @@ pub async fn run(
     })
     .await??;
     let url = format!("http://{addr}");
+    // The child's server has authentication on, as `runplane serve` does: its admin token
+    // (written before it printed LISTENING) starts the runs.
+    let token = crate::admin_token(&data_dir)?;
     // Streams per connection stay in the hundreds, as a real deployment's would.
     let channels = load::connect(&url, sessions.div_ceil(250).max(1)).await?;
     // Warm up: the first sessions allocate what every later one shares (runtime, pools,
     // SQLite's page cache, statement caches).
     let warm = 200.min(sessions);
-    let _warm = load::open_sessions(&channels, Target::Runplane, profile, warm).await?;
+    let _warm =
+        load::open_sessions(&channels, Target::Runplane, profile, Some(&token), warm).await?;
     settle().await;
     let base_kib = rss_kib(pid)?;
 
-    let mut run_ids = Vec::with_capacity(sessions);
+    let mut runs = Vec::with_capacity(sessions);
     for chunk in (0..sessions).collect::<Vec<_>>().chunks(256) {
         let mut starting = Vec::with_capacity(chunk.len());
         for &i in chunk {
             let channel = channels[i % channels.len()].clone();
             let profile = profile.to_string();
+            let token = token.clone();
             starting.push(tokio::spawn(async move {
-                load::start_run(channel, &profile, i).await
+                load::start_run(channel, &profile, Some(&token), i).await
             }));
         }
         for task in starting {
-            run_ids.push(task.await??);
+            runs.push(task.await??);
         }
     }
     settle().await;
     let runs_kib = rss_kib(pid)?;
 
     let mut attached = Vec::with_capacity(sessions);
-    for chunk in run_ids.chunks(256) {
-        let mut attaching = Vec::with_capacity(chunk.len());
-        for run_id in chunk {
+    let mut runs = runs.into_iter().peekable();
+    while runs.peek().is_some() {
+        let mut attaching = Vec::with_capacity(256);
+        for run in runs.by_ref().take(256) {
             let i = attached.len() + attaching.len();
             let channel = channels[i % channels.len()].clone();
             attaching.push(tokio::spawn(load::attach(
                 channel,
                 Target::Runplane,
-                run_id.clone(),
+                run,
                 i,
             )));
         }

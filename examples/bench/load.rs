@@ -119,48 +119,80 @@ pub async fn connect(url: &str, k: usize) -> anyhow::Result<Vec<Channel>> {
     Ok(channels)
 }
 
-/// Starts a run under `profile` (runplane only) and attaches a session to it.
+/// Starts a run under `profile` (runplane only) and attaches a session to it. `token` is
+/// the operator token StartRun is sent with (`None`: the server runs with `--auth off`).
 pub async fn open_session(
     channel: Channel,
     target: Target,
     profile: &str,
+    token: Option<&str>,
     index: usize,
 ) -> anyhow::Result<Session> {
-    let run_id = match target {
-        Target::Echo => format!("echo-{index}"),
-        Target::Runplane => start_run(channel.clone(), profile, index).await?,
+    let started = match target {
+        Target::Echo => StartedRun {
+            run_id: format!("echo-{index}"),
+            worker_token: String::new(),
+        },
+        Target::Runplane => start_run(channel.clone(), profile, token, index).await?,
     };
-    attach(channel, target, run_id, index).await
+    attach(channel, target, started, index).await
 }
 
-/// Starts a pending run under `profile` and returns its id.
-pub async fn start_run(channel: Channel, profile: &str, index: usize) -> anyhow::Result<String> {
+/// A pending run and the token its worker attaches with (empty while auth is off).
+pub struct StartedRun {
+    pub run_id: String,
+    pub worker_token: String,
+}
+
+/// Starts a pending run under `profile`, as the operator whose `token` it sends.
+pub async fn start_run(
+    channel: Channel,
+    profile: &str,
+    token: Option<&str>,
+    index: usize,
+) -> anyhow::Result<StartedRun> {
+    let mut request = tonic::Request::new(pb::StartRequest {
+        task_id: format!("bench-task-{}", index % 100),
+        agent_id: "bench-agent".into(),
+        project_id: "bench".into(),
+        policy_profile: profile.into(),
+        ..Default::default()
+    });
+    if let Some(token) = token {
+        let value = format!("Bearer {token}")
+            .parse()
+            .context("the operator token cannot be sent as a header")?;
+        request.metadata_mut().insert("authorization", value);
+    }
     let started = RunServiceClient::new(channel)
-        .start_run(pb::StartRequest {
-            task_id: format!("bench-task-{}", index % 100),
-            agent_id: "bench-agent".into(),
-            project_id: "bench".into(),
-            policy_profile: profile.into(),
-            ..Default::default()
-        })
+        .start_run(request)
         .await
-        .context("StartRun (is the bench profile loaded? see --help)")?
+        .context(
+            "StartRun (is the bench profile loaded, and the operator token right? see --help)",
+        )?
         .into_inner();
-    Ok(started.run.context("StartRun returned no run")?.id)
+    Ok(StartedRun {
+        run_id: started.run.context("StartRun returned no run")?.id,
+        worker_token: started.worker_token,
+    })
 }
 
-/// Attaches a session to a run and waits for `Attached`.
+/// Attaches a session to a run with its worker token and waits for `Attached`.
 pub async fn attach(
     channel: Channel,
     target: Target,
-    run_id: String,
+    run: StartedRun,
     index: usize,
 ) -> anyhow::Result<Session> {
+    let StartedRun {
+        run_id,
+        worker_token,
+    } = run;
     let (tx, rx) = mpsc::channel(4);
     tx.send(message(In::Attach(pb::Attach {
         run_id: run_id.clone(),
         worker_id: format!("bench-{index}"),
-        token: String::new(),
+        token: worker_token,
         workspace_root: ROOT.into(),
     })))
     .await?;
@@ -184,11 +216,13 @@ pub async fn attach(
     })
 }
 
-/// Opens `count` sessions spread over `channels`, at most `parallel` opening at once.
+/// Opens `count` sessions spread over `channels`, at most 256 opening at once; runs are
+/// started with the operator `token` (`None`: no credentials, for `--auth off` and the echo).
 pub async fn open_sessions(
     channels: &[Channel],
     target: Target,
     profile: &str,
+    token: Option<&str>,
     count: usize,
 ) -> anyhow::Result<Vec<Session>> {
     let mut sessions = Vec::with_capacity(count);
@@ -197,8 +231,9 @@ pub async fn open_sessions(
         for &i in chunk {
             let channel = channels[i % channels.len()].clone();
             let profile = profile.to_string();
+            let token = token.map(str::to_string);
             opening.push(tokio::spawn(async move {
-                open_session(channel, target, &profile, i).await
+                open_session(channel, target, &profile, token.as_deref(), i).await
             }));
         }
         for task in opening {

@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! cargo run --release --example bench -- [--sessions N] [--connections K] [--duration SECS]
-//!     [--rate R] [--server URL] [--quick] [--json] [--write-md BENCHMARKS.md]
+//!     [--rate R] [--server URL [--token T]] [--quick] [--json] [--write-md BENCHMARKS.md]
 //! ```
 //!
 //! In one process: a runplane server (fresh SQLite in a temp dir, the `bench` profile in a
@@ -14,7 +14,14 @@
 //! store costs, the gap between it and the echo what the rest of runplane costs. Then
 //! the memory of idle sessions on a server child process, and the store
 //! alone under many committers. `--server URL` targets a running runplane instead (it must
-//! load the profile that `--print-profile` prints, e.g. via `--policy-dir`).
+//! load the profile that `--print-profile` prints, e.g. via `--policy-dir`; `--token` or
+//! `RUNPLANE_TOKEN` is the operator token the runs are started with, unless it runs with
+//! `--auth off`).
+//!
+//! Authentication is on, as in `runplane serve`: the in-process server's admin token
+//! (`<data dir>/operator.token`) starts the runs, and every session attaches with its run's
+//! worker token. The store that keeps nothing keeps no credentials either, so that server
+//! runs with authentication off.
 //!
 //! Every decision and result is committed before it is answered, as always; the store uses
 //! the server's defaults (`synchronous=normal`).
@@ -107,6 +114,11 @@ pub struct Args {
     /// A running runplane server to measure instead of the in-process one.
     #[arg(long)]
     server: Option<String>,
+    /// Operator token for `--server` (StartRun needs the operator role); not needed when it
+    /// runs with `--auth off`. Unused without `--server`: the in-process servers' tokens are
+    /// read from their data directories.
+    #[arg(long, env = "RUNPLANE_TOKEN", hide_env_values = true)]
+    token: Option<String>,
     /// Idle sessions for the memory figure.
     #[arg(long)]
     idle_sessions: Option<usize>,
@@ -192,14 +204,17 @@ fn main() -> anyhow::Result<()> {
         .thread_name("bench-server")
         .enable_all()
         .build()?;
-    let runplane_url = match &args.server {
-        Some(url) => url.clone(),
+    let runplane = match &args.server {
+        Some(url) => Server {
+            url: url.clone(),
+            token: args.token.clone(),
+        },
         None => start_runplane(&servers, &dir.path().join("data"), &policy_dir, None)?,
     };
     let echo_url = format!("http://{}", servers.block_on(echo::serve())?);
     // The same server on a store that keeps nothing: only next to an in-process runplane,
     // whose store it stands in for.
-    let null_store_url = match &args.server {
+    let null_store = match &args.server {
         Some(_) => None,
         None => Some(start_runplane(
             &servers,
@@ -216,8 +231,8 @@ fn main() -> anyhow::Result<()> {
     let figures = client.block_on(measure(
         &args,
         &settings,
-        &runplane_url,
-        null_store_url.as_deref(),
+        &runplane,
+        null_store.as_ref(),
         &echo_url,
         dir.path(),
         &policy_dir,
@@ -239,17 +254,30 @@ fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A runplane server to measure: its URL and the operator token runs are started with
+/// (`None`: authentication is off).
+pub struct Server {
+    pub url: String,
+    pub token: Option<String>,
+}
+
 /// Starts a runplane server on a loopback port of the servers' runtime, on `store` or
-/// (`None`) on SQLite in `data_dir`, and returns its URL.
+/// (`None`) on SQLite in `data_dir`. On SQLite authentication is on, as in `runplane
+/// serve`, and the admin token it wrote to `data_dir` is returned with the URL; on `store`
+/// it is off, as no store but the real one keeps the credentials it would check.
 fn start_runplane(
     servers: &tokio::runtime::Runtime,
     data_dir: &std::path::Path,
     policy_dir: &std::path::Path,
     store: Option<std::sync::Arc<dyn runplane::store::RunStore>>,
-) -> anyhow::Result<String> {
+) -> anyhow::Result<Server> {
     let mut config = runplane::server::ServeConfig::new(data_dir);
     config.listen = "127.0.0.1:0".parse()?;
     config.policy_dir = Some(policy_dir.to_path_buf());
+    let with_auth = store.is_none();
+    if !with_auth {
+        config.auth = runplane::auth::AuthMode::Off;
+    }
     let bound = servers.block_on(async {
         match store {
             Some(store) => runplane::server::bind_with_store(config, store).await,
@@ -257,13 +285,31 @@ fn start_runplane(
         }
     })?;
     let addr = bound.local_addr()?;
+    let token = if with_auth {
+        Some(admin_token(data_dir)?)
+    } else {
+        None
+    };
     let name = data_dir.display().to_string();
     servers.spawn(async move {
         if let Err(e) = bound.serve(std::future::pending()).await {
             eprintln!("runplane server ({name}): {e}");
         }
     });
-    Ok(format!("http://{addr}"))
+    Ok(Server {
+        url: format!("http://{addr}"),
+        token,
+    })
+}
+
+/// The admin token a server bound with authentication on wrote into its data directory.
+pub fn admin_token(data_dir: &std::path::Path) -> anyhow::Result<String> {
+    let path = data_dir.join(runplane::auth::ADMIN_TOKEN_FILE);
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("read the admin token {}", path.display()))?;
+    let token = text.lines().next().unwrap_or("").trim();
+    anyhow::ensure!(!token.is_empty(), "{} is empty", path.display());
+    Ok(token.to_string())
 }
 
 /// Everything measured.
@@ -284,8 +330,8 @@ pub struct Figures {
 async fn measure(
     args: &Args,
     settings: &Settings,
-    runplane_url: &str,
-    null_store_url: Option<&str>,
+    runplane: &Server,
+    null_store: Option<&Server>,
     echo_url: &str,
     dir: &std::path::Path,
     policy_dir: &std::path::Path,
@@ -295,7 +341,7 @@ async fn measure(
     let (c, k) = (settings.sessions, settings.connections);
     progress(args, &format!("echo: {c} sessions over {k} connections"));
     let channels = load::connect(echo_url, k).await?;
-    let echo = load::open_sessions(&channels, Target::Echo, "", c).await?;
+    let echo = load::open_sessions(&channels, Target::Echo, "", None, c).await?;
     let (echo, _) = load::run_phase(echo, Mode::PingPong, warmup).await?;
     let (echo, echo_max) = load::run_phase(echo, Mode::PingPong, duration).await?;
     progress(
@@ -303,14 +349,13 @@ async fn measure(
         &format!("echo: {:.0} round trips/s", echo_max.round_trips_per_sec()),
     );
 
-    let (sessions, runplane_max) =
-        runplane_max_rate(args, settings, runplane_url, "runplane").await?;
-    let null_store_max = match null_store_url {
-        Some(url) => Some(
+    let (sessions, runplane_max) = runplane_max_rate(args, settings, runplane, "runplane").await?;
+    let null_store_max = match null_store {
+        Some(server) => Some(
             runplane_max_rate(
                 args,
                 settings,
-                url,
+                server,
                 "runplane on a store that keeps nothing",
             )
             .await?,
@@ -368,13 +413,14 @@ async fn measure(
 async fn runplane_max_rate(
     args: &Args,
     settings: &Settings,
-    url: &str,
+    server: &Server,
     name: &str,
 ) -> anyhow::Result<(Vec<load::Session>, load::PhaseResult)> {
     let (c, k) = (settings.sessions, settings.connections);
     progress(args, &format!("{name}: starting {c} runs and sessions"));
-    let channels = load::connect(url, k).await?;
-    let sessions = load::open_sessions(&channels, Target::Runplane, "bench", c).await?;
+    let channels = load::connect(&server.url, k).await?;
+    let token = server.token.as_deref();
+    let sessions = load::open_sessions(&channels, Target::Runplane, "bench", token, c).await?;
     let warmup = Duration::from_secs_f64(settings.warmup_secs);
     let (sessions, _) = load::run_phase(sessions, Mode::PingPong, warmup).await?;
     let duration = Duration::from_secs_f64(settings.duration_secs);

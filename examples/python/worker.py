@@ -3,6 +3,17 @@ checks every answer: decisions, pushes, error codes and final statuses.
 
     python generate.py --out GEN              # once: the generated client
     python worker.py --target 127.0.0.1:50051 --gen GEN [--stall-profile NAME]
+        [--token T | --token-file FILE] [--ca-cert FILE [--client-cert FILE --client-key FILE]]
+
+Operator calls (StartRun, GetRun, CancelRun, ResolveAsk, ...) carry the metadata
+`authorization: Bearer <token>`, the token found as the runplane CLI finds it: --token or
+RUNPLANE_TOKEN, else the first line of --token-file or RUNPLANE_TOKEN_FILE (default
+./runplane-data/operator.token, where `runplane serve` writes its admin token). Worker
+sessions carry no operator token: each Attach carries its run's worker_token from
+StartRun. --ca-cert connects with TLS (the CA that signed the server's certificate);
+--client-cert/--client-key add the client certificate a server started with
+--tls-client-ca requires of worker sessions. Against a server with --auth off (StartRun
+returns no worker_token) the checks that need authentication are skipped.
 
 Scenarios (each on its own run):
 
@@ -18,6 +29,16 @@ Scenarios (each on its own run):
             RESOURCE_EXHAUSTED and loses nothing; the worker re-attaches and completes
             (trusted-mount-autonomous: no gate).
   reflection the v1 reflection service answers (grpcurl 1.8 only speaks v1alpha).
+  auth      credentials: no token or a malformed one is UNAUTHENTICATED; a worker token is
+            PERMISSION_DENIED on operator calls and on another run's session; an attach
+            needs its run's worker token (in Attach.token or the metadata) and it expires
+            with the run; health needs no token.
+
+Not run unless named:
+
+  needs-client-cert  against a server with --tls-client-ca, run WITHOUT --client-cert:
+            operator calls work, and an attach with the right worker token is refused
+            with UNAUTHENTICATED because the session has no client certificate.
 
 Exits 0 when every check passed, 1 otherwise. The `stall` scenario needs a profile the
 server loaded from its --policy-dir (see tests/interop/run.sh).
@@ -26,6 +47,8 @@ server loaded from its --policy-dir (see tests/interop/run.sh).
 from __future__ import annotations
 
 import argparse
+import collections
+import os
 import pathlib
 import queue
 import sys
@@ -41,6 +64,7 @@ pb_run = pb_rs = pb_ws = pb_pol = None
 rs_grpc = ws_grpc = None
 
 PATIENCE = 10.0  # seconds to wait for any message we expect
+DEFAULT_TOKEN_FILE = "./runplane-data/operator.token"  # where `runplane serve` writes it
 
 
 class Mismatch(Exception):
@@ -69,20 +93,88 @@ def enum_name(enum, value: int) -> str:
         return str(value)
 
 
+def bearer_interceptor(token: str):
+    """A client interceptor that adds `authorization: Bearer <token>` to every call."""
+
+    fields = ("method", "timeout", "metadata", "credentials", "wait_for_ready", "compression")
+
+    class CallDetails(collections.namedtuple("CallDetails", fields), grpc.ClientCallDetails):
+        pass
+
+    def add(details):
+        metadata = list(details.metadata or []) + [("authorization", f"Bearer {token}")]
+        return CallDetails(
+            details.method,
+            details.timeout,
+            metadata,
+            details.credentials,
+            getattr(details, "wait_for_ready", None),
+            getattr(details, "compression", None),
+        )
+
+    class Bearer(
+        grpc.UnaryUnaryClientInterceptor,
+        grpc.UnaryStreamClientInterceptor,
+        grpc.StreamUnaryClientInterceptor,
+        grpc.StreamStreamClientInterceptor,
+    ):
+        def intercept_unary_unary(self, continuation, details, request):
+            return continuation(add(details), request)
+
+        def intercept_unary_stream(self, continuation, details, request):
+            return continuation(add(details), request)
+
+        def intercept_stream_unary(self, continuation, details, requests):
+            return continuation(add(details), requests)
+
+        def intercept_stream_stream(self, continuation, details, requests):
+            return continuation(add(details), requests)
+
+    return Bearer()
+
+
+class Connection:
+    """How to reach the server: the target, TLS credentials (None: plaintext) and the
+    operator token (None: none found, fine for a server with --auth off)."""
+
+    def __init__(self, target: str, token, credentials, client_cert: bool) -> None:
+        self.target = target
+        self.token = token
+        self.credentials = credentials
+        self.client_cert = client_cert
+
+    def channel(self):
+        """A channel without operator credentials: for worker sessions, and for checking
+        what is refused without a token."""
+        if self.credentials is None:
+            return grpc.insecure_channel(self.target)
+        return grpc.secure_channel(self.target, self.credentials)
+
+    def operator_channel(self, token=None):
+        """A channel whose every call carries the operator token (or `token`)."""
+        token = token or self.token
+        channel = self.channel()
+        return grpc.intercept_channel(channel, bearer_interceptor(token)) if token else channel
+
+
 class Session:
     """One WorkerService.Session stream: a queue feeds the request iterator, a thread drains
     the response iterator into another queue so that every receive has a timeout."""
 
-    def __init__(self, channel, run_id: str, worker_id: str, workspace_root: str = "/work/repo"):
+    def __init__(
+        self, channel, run_id: str, worker_id: str, token: str = "", workspace_root: str = "/work/repo", metadata=None
+    ):
+        """`token`: the run's worker_token, sent in Attach.token (empty: none there;
+        `metadata` may carry it instead)."""
         self.run_id = run_id
         self._out: queue.Queue = queue.Queue()
         self._in: queue.Queue = queue.Queue()
         self._out.put(
             pb_ws.WorkerMessage(
-                attach=pb_ws.Attach(run_id=run_id, worker_id=worker_id, workspace_root=workspace_root)
+                attach=pb_ws.Attach(run_id=run_id, worker_id=worker_id, token=token, workspace_root=workspace_root)
             )
         )
-        self._call = ws_grpc.WorkerServiceStub(channel).Session(self._requests())
+        self._call = ws_grpc.WorkerServiceStub(channel).Session(self._requests(), metadata=metadata)
         threading.Thread(target=self._read, daemon=True).start()
 
     def _requests(self):
@@ -159,20 +251,22 @@ def describe_end(kind: str, value) -> str:
 
 
 class Operator:
-    """RunService on its own channel, as a person or CI would call it."""
+    """RunService on its own channel, as a person or CI would call it, with the operator
+    token on every call."""
 
-    def __init__(self, target: str) -> None:
-        self.channel = grpc.insecure_channel(target)
+    def __init__(self, conn: Connection) -> None:
+        self.channel = conn.operator_channel()
         self.stub = rs_grpc.RunServiceStub(self.channel)
 
     def start(self, profile: str = "", task: str = "interop-task"):
-        response = self.stub.StartRun(
+        """The StartRunResponse: `.run`, and `.worker_token` for the attach (empty when the
+        server runs with --auth off)."""
+        return self.stub.StartRun(
             pb_run.StartRequest(
                 task_id=task, agent_id="python-worker", project_id="runplane-interop", policy_profile=profile
             ),
             timeout=PATIENCE,
         )
-        return response.run
 
     def get(self, run_id: str):
         return self.stub.GetRun(pb_rs.GetRunRequest(run_id=run_id), timeout=PATIENCE)
@@ -192,8 +286,8 @@ def status_code(callable_, *args, **kwargs):
     raise Mismatch(f"{callable_} succeeded but should have failed")
 
 
-def attach(c: Checks, channel, run_id: str, worker_id: str):
-    session = Session(channel, run_id, worker_id)
+def attach(c: Checks, channel, run_id: str, worker_id: str, token: str):
+    session = Session(channel, run_id, worker_id, token)
     attached = session.expect("attached")
     c.eq(attached.run.id, run_id, "attached.run.id")
     c.eq(enum_name(pb_run.RunStatus, attached.run.status), "RUN_STATUS_RUNNING", "attached.run.status")
@@ -207,15 +301,17 @@ def decision(response) -> str:
 # --- scenarios -----------------------------------------------------------------------------
 
 
-def scenario_full(c: Checks, target: str, _args) -> None:
-    op = Operator(target)
-    worker_channel = grpc.insecure_channel(target)
-    run = op.start("")  # empty: the default profile
+def scenario_full(c: Checks, conn: Connection, _args) -> None:
+    op = Operator(conn)
+    worker_channel = conn.channel()
+    started = op.start("")  # empty: the default profile
+    run, token = started.run, started.worker_token
+    auth_on = token != ""
     run_id = run.id
     c.eq(run.policy_profile, "headless-safe-sandbox", "default profile")
     c.eq(enum_name(pb_run.RunStatus, run.status), "RUN_STATUS_PENDING", "new run status")
 
-    w, attached = attach(c, worker_channel, run_id, "py-worker-1")
+    w, attached = attach(c, worker_channel, run_id, "py-worker-1", token)
     c.eq(attached.resumed, False, "first attach is not resumed")
     c.eq(attached.limits.max_steps, 50, "limits.max_steps")
     c.eq(attached.limits.stall_detection, True, "limits.stall_detection")
@@ -248,7 +344,7 @@ def scenario_full(c: Checks, target: str, _args) -> None:
 
     def operator_answers() -> None:
         try:
-            resolver = Operator(target)
+            resolver = Operator(conn)
             deadline = time.monotonic() + PATIENCE
             while time.monotonic() < deadline:
                 asks = resolver.stub.ListPendingAsks(
@@ -312,7 +408,7 @@ def scenario_full(c: Checks, target: str, _args) -> None:
     # Drop the stream (as a crash would) and re-attach on a fresh stream.
     w.drop()
     c.eq(w.expect_end(), grpc.StatusCode.CANCELLED, "a cancelled call ends CANCELLED locally")
-    w, attached = attach(c, worker_channel, run_id, "py-worker-1")
+    w, attached = attach(c, worker_channel, run_id, "py-worker-1", token)
     c.eq(attached.resumed, True, "re-attach is resumed")
     c.eq(attached.run.step_count, 4, "re-attach keeps step_count")
     # After a re-attach, repeat a call_id to learn its decision; repeat a result: acked, not
@@ -356,12 +452,24 @@ def scenario_full(c: Checks, target: str, _args) -> None:
         "run.qualitygate.started", "run.qualitygate.passed", "run.completed",
     ]
     c.eq(types, expected, "event log")
+    # Who did what: the operator token's name as `by` (anonymous with --auth off); the
+    # resolver text is only a note.
+    created, resolved = events[0].attributes, events[types.index("run.toolcall.resolved")].attributes
+    c.true(created["by"] != "", f"run.created names who started the run: {dict(created)}")
+    c.eq(created["by"] != "anonymous", auth_on, "run.created by is the token's name when auth is on")
+    c.eq((resolved["by"], resolved["note"]), (created["by"], "interop-operator"), "run.toolcall.resolved by and note")
 
-    # Attach errors end the stream with a status.
-    late = Session(worker_channel, run_id, "late")
-    c.eq(late.expect_end(), grpc.StatusCode.FAILED_PRECONDITION, "attach to a finished run")
-    unknown = Session(worker_channel, "no-such-run", "lost")
-    c.eq(unknown.expect_end(), grpc.StatusCode.NOT_FOUND, "attach to an unknown run")
+    # Attach errors end the stream with a status. With authentication on, the worker token
+    # expires with its run, so a late attach is UNAUTHENTICATED before the run is looked up.
+    late = Session(worker_channel, run_id, "late", token)
+    c.eq(
+        late.expect_end(),
+        grpc.StatusCode.UNAUTHENTICATED if auth_on else grpc.StatusCode.FAILED_PRECONDITION,
+        "attach to a finished run",
+    )
+    if not auth_on:  # with auth, no token can name an unknown run: see the auth scenario
+        unknown = Session(worker_channel, "no-such-run", "lost")
+        c.eq(unknown.expect_end(), grpc.StatusCode.NOT_FOUND, "attach to an unknown run")
     broken = ws_grpc.WorkerServiceStub(worker_channel).Session(
         iter([pb_ws.WorkerMessage(heartbeat=pb_ws.Heartbeat())])
     )
@@ -374,11 +482,12 @@ def scenario_full(c: Checks, target: str, _args) -> None:
     op.channel.close()
 
 
-def scenario_stall(c: Checks, target: str, args) -> None:
-    op = Operator(target)
-    channel = grpc.insecure_channel(target)
-    run_id = op.start(args.stall_profile).id
-    w, attached = attach(c, channel, run_id, "py-stall")
+def scenario_stall(c: Checks, conn: Connection, args) -> None:
+    op = Operator(conn)
+    channel = conn.channel()
+    started = op.start(args.stall_profile)
+    run_id = started.run.id
+    w, attached = attach(c, channel, run_id, "py-stall", started.worker_token)
     c.eq((attached.limits.stall_detection, attached.limits.stall_threshold), (True, 3), "stall limits")
     # The first identical output is progress; each repeat is one step without progress.
     # With threshold 3 the fourth result ends the run.
@@ -404,11 +513,12 @@ def scenario_stall(c: Checks, target: str, args) -> None:
     op.channel.close()
 
 
-def scenario_cancel(c: Checks, target: str, _args) -> None:
-    op = Operator(target)
-    channel = grpc.insecure_channel(target)
-    run_id = op.start("plan-readonly").id
-    w, _ = attach(c, channel, run_id, "py-cancel")
+def scenario_cancel(c: Checks, conn: Connection, _args) -> None:
+    op = Operator(conn)
+    channel = conn.channel()
+    started = op.start("plan-readonly")
+    run_id = started.run.id
+    w, _ = attach(c, channel, run_id, "py-cancel", started.worker_token)
     r = w.call("p1", "Write", path="src/main.rs")
     c.eq(decision(r), "DECISION_DENY", "Write under plan-readonly")
     cancelled = op.stub.CancelRun(pb_rs.CancelRunRequest(run_id=run_id, reason="wrong task"), timeout=PATIENCE)
@@ -426,11 +536,12 @@ def scenario_cancel(c: Checks, target: str, _args) -> None:
     op.channel.close()
 
 
-def scenario_oversize(c: Checks, target: str, _args) -> None:
-    op = Operator(target)
-    channel = grpc.insecure_channel(target)
-    run_id = op.start("trusted-mount-autonomous").id
-    w, _ = attach(c, channel, run_id, "py-big")
+def scenario_oversize(c: Checks, conn: Connection, _args) -> None:
+    op = Operator(conn)
+    channel = conn.channel()
+    started = op.start("trusted-mount-autonomous")
+    run_id, token = started.run.id, started.worker_token
+    w, _ = attach(c, channel, run_id, "py-big", token)
     c.eq(decision(w.call("b1", "Bash", command="make")), "DECISION_ALLOW", "make allowed")
     w.result("b1", "x" * (5 * 1024 * 1024))  # over the default 4 MiB
     code = w.expect_end()
@@ -440,7 +551,7 @@ def scenario_oversize(c: Checks, target: str, _args) -> None:
     )
     run = op.get(run_id)
     c.eq((enum_name(pb_run.RunStatus, run.status), run.step_count), ("RUN_STATUS_RUNNING", 1), "nothing lost")
-    w, attached = attach(c, channel, run_id, "py-big")
+    w, attached = attach(c, channel, run_id, "py-big", token)
     c.eq(attached.resumed, True, "re-attach after the size error")
     w.result("b1", "small output")
     c.eq(w.expect("result_ack").call_id, "b1", "the small result is recorded")
@@ -452,10 +563,11 @@ def scenario_oversize(c: Checks, target: str, _args) -> None:
     op.channel.close()
 
 
-def scenario_reflection(c: Checks, target: str, _args) -> None:
+def scenario_reflection(c: Checks, conn: Connection, _args) -> None:
     """grpc.reflection.v1 list_services, with the request and response hand-encoded: field 7
-    (list_services) = "" → b"\\x3a\\x00"; service names appear verbatim in the response."""
-    channel = grpc.insecure_channel(target)
+    (list_services) = "" → b"\\x3a\\x00"; service names appear verbatim in the response.
+    Reflection needs an operator token (any role) when authentication is on."""
+    channel = conn.operator_channel()
     for version in ("v1", "v1alpha"):
         method = f"/grpc.reflection.{version}.ServerReflection/ServerReflectionInfo"
         call = channel.stream_stream(method, request_serializer=None, response_deserializer=None)
@@ -466,13 +578,119 @@ def scenario_reflection(c: Checks, target: str, _args) -> None:
     channel.close()
 
 
+def health_check(channel) -> int:
+    """grpc.health.v1.Health/Check of the whole server, hand-encoded: an empty request; the
+    reply's field 1 (status) as a varint, SERVING = 1 → b"\\x08\\x01"."""
+    check = channel.unary_unary("/grpc.health.v1.Health/Check", request_serializer=None, response_deserializer=None)
+    reply = check(b"", timeout=PATIENCE)
+    return reply[1] if reply[:1] == b"\x08" else 0
+
+
+def scenario_auth(c: Checks, conn: Connection, _args) -> None:
+    op = Operator(conn)
+    bare = conn.channel()  # no operator credentials
+    started = op.start("trusted-mount-autonomous", task="interop-auth")
+    run_id, token = started.run.id, started.worker_token
+    c.eq(health_check(bare), 1, "health check without a token is SERVING")
+    if not token:
+        # --auth off: nothing is checked; calls without a token work.
+        runs = rs_grpc.RunServiceStub(bare).ListRuns(pb_rs.ListRunsRequest(), timeout=PATIENCE)
+        c.true(run_id in [r.id for r in runs.runs], "with --auth off, ListRuns needs no token")
+        print("python worker: auth: the server runs with --auth off; credential checks skipped", flush=True)
+        op.stub.CancelRun(pb_rs.CancelRunRequest(run_id=run_id), timeout=PATIENCE)
+        bare.close()
+        op.channel.close()
+        return
+    c.true(token.startswith("rpw_") and len(token) == 68, f"worker_token is rpw_ + 64 hex digits: {token[:8]}…")
+
+    def code_of(channel):
+        """The status of a ListRuns (viewer role) that must fail."""
+        stub = rs_grpc.RunServiceStub(channel)
+        return status_code(stub.ListRuns, pb_rs.ListRunsRequest(), timeout=PATIENCE)
+
+    c.eq(code_of(bare), grpc.StatusCode.UNAUTHENTICATED, "ListRuns without a token")
+    malformed = conn.operator_channel("not-a-token")
+    c.eq(code_of(malformed), grpc.StatusCode.UNAUTHENTICATED, "ListRuns with a malformed token")
+    unknown = conn.operator_channel("rpo_" + "0" * 64)
+    c.eq(code_of(unknown), grpc.StatusCode.UNAUTHENTICATED, "ListRuns with an unknown token")
+    as_worker = conn.operator_channel(token)
+    c.eq(code_of(as_worker), grpc.StatusCode.PERMISSION_DENIED, "ListRuns with a worker token")
+    c.eq(
+        status_code(
+            rs_grpc.RunServiceStub(as_worker).StartRun,
+            pb_run.StartRequest(task_id="t", agent_id="a", project_id="p"),
+            timeout=PATIENCE,
+        ),
+        grpc.StatusCode.PERMISSION_DENIED,
+        "StartRun with a worker token",
+    )
+
+    # The session: only this run's worker token opens it.
+    other = op.start("trusted-mount-autonomous", task="interop-auth-other")
+    none = Session(bare, run_id, "py-auth")
+    c.eq(none.expect_end(), grpc.StatusCode.UNAUTHENTICATED, "attach without a token")
+    wrong = Session(bare, run_id, "py-auth", other.worker_token)
+    c.eq(wrong.expect_end(), grpc.StatusCode.PERMISSION_DENIED, "attach with another run's worker token")
+    operator_token = Session(bare, run_id, "py-auth", conn.token)
+    c.eq(operator_token.expect_end(), grpc.StatusCode.PERMISSION_DENIED, "attach with an operator token")
+    lost = Session(bare, "no-such-run", "py-auth", token)
+    c.eq(lost.expect_end(), grpc.StatusCode.PERMISSION_DENIED, "attach to an unknown run with a worker token")
+    # The worker token may come in the metadata instead of Attach.token.
+    w = Session(bare, run_id, "py-auth", metadata=[("authorization", f"Bearer {token}")])
+    c.eq(w.expect("attached").run.id, run_id, "attach with the worker token in the metadata")
+    w.send(complete=pb_ws.RunComplete(status=pb_run.RUN_STATUS_COMPLETED, output="auth checked"))
+    c.eq(enum_name(pb_run.RunStatus, w.expect("finished").run.status), "RUN_STATUS_COMPLETED", "finished")
+    c.eq(w.expect_end(), None, "stream ends OK")
+    # The token expires with its run.
+    late = Session(bare, run_id, "py-auth", token)
+    c.eq(late.expect_end(), grpc.StatusCode.UNAUTHENTICATED, "the worker token of an ended run")
+    cancelled = op.stub.CancelRun(pb_rs.CancelRunRequest(run_id=other.run.id, reason="auth checked"), timeout=PATIENCE)
+    c.eq(enum_name(pb_run.RunStatus, cancelled.status), "RUN_STATUS_CANCELLED", "cancel the other run")
+    by = {e.type: e.attributes.get("by") for e in op.events(other.run.id)}
+    c.eq(by["run.cancelled"], by["run.created"], "run.cancelled names the same token as run.created")
+    for channel in (bare, malformed, unknown, as_worker, op.channel):
+        channel.close()
+
+
+def scenario_needs_client_cert(c: Checks, conn: Connection, _args) -> None:
+    if conn.credentials is None or conn.client_cert:
+        raise Mismatch("needs-client-cert needs --ca-cert and no --client-cert")
+    op = Operator(conn)
+    started = op.start("trusted-mount-autonomous", task="interop-no-client-cert")
+    c.true(started.worker_token != "", "StartRun over TLS without a client certificate works")
+    channel = conn.channel()
+    w = Session(channel, started.run.id, "py-no-cert", started.worker_token)
+    kind, value = w.next()
+    c.eq(kind, "status", "the attach is refused with a status")
+    c.eq(value.code(), grpc.StatusCode.UNAUTHENTICATED, "attach without a client certificate")
+    c.true("client certificate" in value.details(), f"the refusal says why: {value.details()!r}")
+    op.stub.CancelRun(pb_rs.CancelRunRequest(run_id=started.run.id), timeout=PATIENCE)
+    channel.close()
+    op.channel.close()
+
+
 SCENARIOS = {
     "full": scenario_full,
     "stall": scenario_stall,
     "cancel": scenario_cancel,
     "oversize": scenario_oversize,
     "reflection": scenario_reflection,
+    "auth": scenario_auth,
 }
+# Only when named on the command line.
+EXTRA_SCENARIOS = {
+    "needs-client-cert": scenario_needs_client_cert,
+}
+
+
+def read_token_file(path: pathlib.Path):
+    """The first line of the token file; None when there is none (the server then answers
+    UNAUTHENTICATED, unless it runs with --auth off)."""
+    try:
+        lines = path.read_text().splitlines()
+    except FileNotFoundError:
+        return None
+    return lines[0].strip() if lines and lines[0].strip() else None
 
 
 def main() -> int:
@@ -480,12 +698,38 @@ def main() -> int:
     parser.add_argument("--target", default="127.0.0.1:50051", help="host:port of runplane serve")
     parser.add_argument("--gen", type=pathlib.Path, default=HERE / "gen", help="output of generate.py")
     parser.add_argument("--stall-profile", default="interop-stall", help="profile with stall_threshold = 3")
-    parser.add_argument("scenarios", nargs="*", help=f"any of {', '.join(SCENARIOS)} (default: all)")
+    parser.add_argument(
+        "--token",
+        default=os.environ.get("RUNPLANE_TOKEN") or None,
+        help="operator token for operator calls [env RUNPLANE_TOKEN]; wins over --token-file",
+    )
+    parser.add_argument(
+        "--token-file",
+        type=pathlib.Path,
+        default=pathlib.Path(os.environ.get("RUNPLANE_TOKEN_FILE") or DEFAULT_TOKEN_FILE),
+        help=f"file whose first line is the operator token [env RUNPLANE_TOKEN_FILE, default {DEFAULT_TOKEN_FILE}]",
+    )
+    parser.add_argument(
+        "--ca-cert",
+        type=pathlib.Path,
+        default=os.environ.get("RUNPLANE_CA_CERT") or None,
+        help="PEM CA certificate of the server: connect with TLS [env RUNPLANE_CA_CERT]",
+    )
+    parser.add_argument("--client-cert", type=pathlib.Path, help="PEM client certificate for mutual TLS")
+    parser.add_argument("--client-key", type=pathlib.Path, help="PEM private key of --client-cert")
+    every = {**SCENARIOS, **EXTRA_SCENARIOS}
+    parser.add_argument(
+        "scenarios", nargs="*", help=f"any of {', '.join(every)} (default: {', '.join(SCENARIOS)})"
+    )
     args = parser.parse_args()
     args.scenarios = args.scenarios or list(SCENARIOS)
-    unknown = [name for name in args.scenarios if name not in SCENARIOS]
+    unknown = [name for name in args.scenarios if name not in every]
     if unknown:
-        parser.error(f"unknown scenario(s) {', '.join(unknown)}; choose from {', '.join(SCENARIOS)}")
+        parser.error(f"unknown scenario(s) {', '.join(unknown)}; choose from {', '.join(every)}")
+    if (args.client_cert is None) != (args.client_key is None):
+        parser.error("--client-cert and --client-key go together")
+    if args.client_cert is not None and args.ca_cert is None:
+        parser.error("--client-cert needs --ca-cert (TLS)")
 
     global grpc, pb_run, pb_rs, pb_ws, pb_pol, rs_grpc, ws_grpc
     sys.path.insert(0, str(args.gen))
@@ -497,12 +741,29 @@ def main() -> int:
     pb_run, pb_rs, pb_ws, pb_pol = run_pb2, run_service_pb2, worker_service_pb2, policy_pb2
     rs_grpc, ws_grpc = run_service_pb2_grpc, worker_service_pb2_grpc
 
+    token = args.token.strip() if args.token and args.token.strip() else read_token_file(args.token_file)
+    credentials = None
+    if args.ca_cert is not None:
+        credentials = grpc.ssl_channel_credentials(
+            root_certificates=args.ca_cert.read_bytes(),
+            private_key=args.client_key.read_bytes() if args.client_key else None,
+            certificate_chain=args.client_cert.read_bytes() if args.client_cert else None,
+        )
+    conn = Connection(args.target, token, credentials, client_cert=args.client_cert is not None)
+    if token is None:
+        print(
+            f"python worker: no operator token (--token, RUNPLANE_TOKEN, {args.token_file}): operator calls "
+            "go without one, which only a server with --auth off accepts",
+            file=sys.stderr,
+            flush=True,
+        )
+
     failed = []
     checks = Checks()
     for name in args.scenarios:
         started = time.monotonic()
         try:
-            SCENARIOS[name](checks, args.target, args)
+            every[name](checks, conn, args)
             print(f"python worker: {name}: ok ({time.monotonic() - started:.1f} s)", flush=True)
         except Mismatch as mismatch:
             failed.append(name)

@@ -69,14 +69,17 @@ impl Interceptor for Bearer {
 /// The token to send: `--token`/`RUNPLANE_TOKEN` (clap fills one from the other), else
 /// the token file's first line; `None` when neither exists.
 pub fn token(client: &ClientArgs) -> anyhow::Result<Option<String>> {
-    if let Some(token) = client.token.as_deref().filter(|t| !t.is_empty()) {
-        return Ok(Some(token.trim().to_string()));
-    }
-    read_token_file(&client.token_file)
+    resolve_token(client.token.as_deref(), &client.token_file)
 }
 
-fn read_token_file(path: &Path) -> anyhow::Result<Option<String>> {
-    match std::fs::read_to_string(path) {
+/// A token given directly (`flag`, when not empty), else the first line of `file`;
+/// `None` when neither exists. The one place the precedence lives, for the CLI and the
+/// example worker.
+pub fn resolve_token(flag: Option<&str>, file: &Path) -> anyhow::Result<Option<String>> {
+    if let Some(token) = flag.map(str::trim).filter(|t| !t.is_empty()) {
+        return Ok(Some(token.to_string()));
+    }
+    match std::fs::read_to_string(file) {
         Ok(text) => Ok(text
             .lines()
             .next()
@@ -84,7 +87,7 @@ fn read_token_file(path: &Path) -> anyhow::Result<Option<String>> {
             .filter(|t| !t.is_empty())
             .map(str::to_string)),
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(err) => Err(err).with_context(|| format!("--token-file {}", path.display())),
+        Err(err) => Err(err).with_context(|| format!("--token-file {}", file.display())),
     }
 }
 

@@ -4,10 +4,22 @@
 // every answer. Exits 0 when all checks pass, 1 otherwise.
 //
 //   npm ci && npm run generate      # gen/ from ../../proto with the local protoc-gen-es
-//   npx tsx src/worker.ts --target 127.0.0.1:50051
+//   npx tsx src/worker.ts --target 127.0.0.1:50051 [--token T | --token-file FILE]
+//                         [--ca-cert FILE [--client-cert FILE --client-key FILE]]
+//
+// Operator calls (RunService) carry `authorization: Bearer <token>`, added by a transport
+// interceptor; the token is found as the runplane CLI finds it: --token or RUNPLANE_TOKEN,
+// else the first line of --token-file or RUNPLANE_TOKEN_FILE (default
+// ./runplane-data/operator.token, where `runplane serve` writes its admin token). Worker
+// sessions go over a transport without it: each Attach carries its run's worker_token.
+// --ca-cert connects with TLS (https, the CA that signed the server's certificate);
+// --client-cert/--client-key add the client certificate that a server started with
+// --tls-client-ca requires of worker sessions.
+
+import { readFileSync } from "node:fs";
 
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
-import { Code, ConnectError, createClient, type Client } from "@connectrpc/connect";
+import { Code, ConnectError, createClient, type Client, type Interceptor } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 
 import { Decision, RunStatus, ToolCallRequestSchema, ToolCallResultSchema } from "../gen/runplane/v1/run_pb.js";
@@ -20,6 +32,8 @@ import {
 } from "../gen/runplane/v1/worker_service_pb.js";
 
 const PATIENCE_MS = 10_000;
+/** Where `runplane serve` writes its admin token, relative to the directory it runs in. */
+const DEFAULT_TOKEN_FILE = "./runplane-data/operator.token";
 /** runplane's default limit in both directions (`runplane serve --max-message-bytes`). */
 const MAX_MESSAGE_BYTES = 4 * 1024 * 1024;
 
@@ -89,12 +103,14 @@ class Session {
   private readonly abort = new AbortController();
   private readonly responses: AsyncIterator<CoordinatorMessage>;
 
+  /** `token`: the run's worker_token from StartRun (empty while auth is off). */
   constructor(
     workers: Client<typeof WorkerService>,
     readonly runId: string,
     workerId: string,
+    token: string,
   ) {
-    this.send({ message: { case: "attach", value: { runId, workerId, workspaceRoot: "/work/repo" } } });
+    this.send({ message: { case: "attach", value: { runId, workerId, token, workspaceRoot: "/work/repo" } } });
     this.responses = workers.session(this.outbox, { signal: this.abort.signal })[Symbol.asyncIterator]();
   }
 
@@ -152,12 +168,22 @@ class Session {
 }
 
 interface Clients {
+  /** RunService with the operator token on every call. */
   runs: Client<typeof RunService>;
+  /** RunService without credentials. */
+  anonymousRuns: Client<typeof RunService>;
   workers: Client<typeof WorkerService>;
 }
 
-async function attach(c: Clients, runId: string, workerId: string, resumed = false): Promise<Session> {
-  const session = new Session(c.workers, runId, workerId);
+interface Started {
+  runId: string;
+  /** For Attach.token; empty when the server runs with --auth off. */
+  token: string;
+}
+
+async function attach(c: Clients, run: Started, workerId: string, resumed = false): Promise<Session> {
+  const runId = run.runId;
+  const session = new Session(c.workers, runId, workerId, run.token);
   const attached = await session.expect("attached");
   eq(attached.run?.id, runId, "attached.run.id");
   eq(RunStatus[attached.run!.status], "RUNNING", "attached.run.status");
@@ -165,8 +191,8 @@ async function attach(c: Clients, runId: string, workerId: string, resumed = fal
   return session;
 }
 
-async function startRun(c: Clients, profile: string): Promise<string> {
-  const { run } = await c.runs.startRun({
+async function startRun(c: Clients, profile: string): Promise<Started> {
+  const { run, workerToken } = await c.runs.startRun({
     taskId: "ts-task",
     agentId: "typescript-worker",
     projectId: "runplane-interop",
@@ -174,13 +200,14 @@ async function startRun(c: Clients, profile: string): Promise<string> {
   });
   eq(RunStatus[run!.status], "PENDING", "new run status");
   eq(run!.policyProfile, profile, "policy profile");
-  return run!.id;
+  return { runId: run!.id, token: workerToken };
 }
 
 /** trusted-mount-autonomous: no quality gate, so `complete` finishes the run at once. */
 async function noGate(c: Clients): Promise<void> {
-  const runId = await startRun(c, "trusted-mount-autonomous");
-  let w = await attach(c, runId, "ts-worker");
+  const started = await startRun(c, "trusted-mount-autonomous");
+  const runId = started.runId;
+  let w = await attach(c, started, "ts-worker");
 
   const allowed = await w.call("t1", "Bash", { command: "npm test" });
   eq([allowed.callId, allowed.runId, Decision[allowed.decision]], ["t1", runId, "ALLOW"], "Bash npm test");
@@ -194,7 +221,7 @@ async function noGate(c: Clients): Promise<void> {
   // Drop the stream and re-attach: the run goes on where it was.
   w.drop();
   eq(Code[(await w.end())!], "Canceled", "an aborted call ends Canceled locally");
-  w = await attach(c, runId, "ts-worker", true);
+  w = await attach(c, started, "ts-worker", true);
   const again = await w.call("t2", "Edit", { path: ".env" });
   eq(Decision[again.decision], "DENY", "a repeated call_id after re-attach gets its decision");
 
@@ -229,8 +256,7 @@ async function noGate(c: Clients): Promise<void> {
 
 /** headless-safe-sandbox: the quality gate is asked for and answered. */
 async function withGate(c: Clients): Promise<void> {
-  const runId = await startRun(c, "headless-safe-sandbox");
-  const w = await attach(c, runId, "ts-worker");
+  const w = await attach(c, await startRun(c, "headless-safe-sandbox"), "ts-worker");
   eq(Decision[(await w.call("g1", "Read", { path: "src/lib.rs" })).decision], "ALLOW", "Read");
   const rm = await w.call("g2", "Bash", { command: "git status && rm -rf /" });
   eq(Decision[rm.decision], "DENY", "git status && rm -rf /");
@@ -244,32 +270,105 @@ async function withGate(c: Clients): Promise<void> {
   eq(await w.end(), undefined, "the stream ends OK after finished");
 }
 
-/** Status codes a worker must handle when attaching. */
-async function attachErrors(c: Clients): Promise<void> {
-  const unknown = new Session(c.workers, "no-such-run", "ts-lost");
-  eq(Code[(await unknown.end())!], "NotFound", "attach to an unknown run");
+/** The code of a call that must fail. */
+async function failsWith(call: () => Promise<unknown>, what: string): Promise<string> {
   try {
-    await c.runs.getRun({ runId: "no-such-run" });
-    throw new Mismatch("GetRun of an unknown run succeeded");
+    await call();
   } catch (err) {
-    if (err instanceof Mismatch) throw err;
-    eq(Code[ConnectError.from(err).code], "NotFound", "GetRun of an unknown run");
+    return Code[ConnectError.from(err).code];
   }
+  throw new Mismatch(`${what} succeeded`);
+}
+
+/** Status codes a worker must handle when attaching, and the credentials checks. */
+async function attachErrors(c: Clients): Promise<void> {
+  eq(await failsWith(() => c.runs.getRun({ runId: "no-such-run" }), "GetRun"), "NotFound", "GetRun of an unknown run");
+  const run = await startRun(c, "trusted-mount-autonomous");
+  const authOn = run.token !== "";
+  if (authOn) {
+    // Nothing but its own run's session opens with a worker token; no token opens nothing.
+    eq(await failsWith(() => c.anonymousRuns.getRun({ runId: run.runId }), "GetRun"), "Unauthenticated", "GetRun without a token");
+    const asWorker = { headers: { authorization: `Bearer ${run.token}` } };
+    eq(await failsWith(() => c.anonymousRuns.listRuns({}, asWorker), "ListRuns"), "PermissionDenied", "ListRuns with a worker token");
+    const none = new Session(c.workers, run.runId, "ts-none", "");
+    eq(Code[(await none.end())!], "Unauthenticated", "attach without a worker token");
+    const elsewhere = new Session(c.workers, "no-such-run", "ts-lost", run.token);
+    eq(Code[(await elsewhere.end())!], "PermissionDenied", "attach to another run with this run's worker token");
+  } else {
+    const unknown = new Session(c.workers, "no-such-run", "ts-lost", "");
+    eq(Code[(await unknown.end())!], "NotFound", "attach to an unknown run");
+  }
+  const cancelled = await c.runs.cancelRun({ runId: run.runId, reason: "attach errors checked" });
+  eq(RunStatus[cancelled.status], "CANCELLED", "CancelRun");
+}
+
+/** The value of `--name`, else `env`, else `fallback`. */
+function option(args: string[], name: string, env?: string, fallback?: string): string | undefined {
+  const at = args.indexOf(name);
+  if (at >= 0) {
+    if (at + 1 >= args.length) throw new Error(`${name} needs a value`);
+    return args[at + 1];
+  }
+  const fromEnv = env === undefined ? undefined : process.env[env];
+  return fromEnv ? fromEnv : fallback;
+}
+
+/** --token / RUNPLANE_TOKEN, else the first line of the token file; undefined if none. */
+function operatorToken(args: string[]): string | undefined {
+  const token = option(args, "--token", "RUNPLANE_TOKEN")?.trim();
+  if (token) return token;
+  const file = option(args, "--token-file", "RUNPLANE_TOKEN_FILE", DEFAULT_TOKEN_FILE)!;
+  try {
+    return readFileSync(file, "utf8").split("\n")[0].trim() || undefined;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === "ENOENT") {
+      console.error(`typescript worker: no operator token (--token, RUNPLANE_TOKEN, ${file}); operator calls go without one`);
+      return undefined;
+    }
+    throw err;
+  }
+}
+
+/** Adds `authorization: Bearer <token>` to every request of the transport. */
+function bearer(token: string): Interceptor {
+  return (next) => (request) => {
+    request.header.set("authorization", `Bearer ${token}`);
+    return next(request);
+  };
 }
 
 async function main(): Promise<number> {
   const args = process.argv.slice(2);
-  const at = args.indexOf("--target");
-  const target = at >= 0 ? args[at + 1] : "127.0.0.1:50051";
-  const transport = createGrpcTransport({
-    baseUrl: `http://${target}`,
-    // Match the server's limits (both default to 4 MiB).
-    readMaxBytes: MAX_MESSAGE_BYTES,
-    writeMaxBytes: MAX_MESSAGE_BYTES,
-  });
+  const target = option(args, "--target", undefined, "127.0.0.1:50051");
+  const token = operatorToken(args);
+  const caCert = option(args, "--ca-cert", "RUNPLANE_CA_CERT");
+  const clientCert = option(args, "--client-cert");
+  const clientKey = option(args, "--client-key");
+  if ((clientCert === undefined) !== (clientKey === undefined)) throw new Error("--client-cert and --client-key go together");
+  if (clientCert !== undefined && caCert === undefined) throw new Error("--client-cert needs --ca-cert (TLS)");
+  const transport = (interceptors: Interceptor[]) =>
+    createGrpcTransport({
+      baseUrl: caCert === undefined ? `http://${target}` : `https://${target}`,
+      // TLS: trust the CA that signed the server's certificate; present a client
+      // certificate if given (Node's http2.connect options).
+      nodeOptions:
+        caCert === undefined
+          ? undefined
+          : {
+              ca: readFileSync(caCert),
+              cert: clientCert === undefined ? undefined : readFileSync(clientCert),
+              key: clientKey === undefined ? undefined : readFileSync(clientKey),
+            },
+      interceptors,
+      // Match the server's limits (both default to 4 MiB).
+      readMaxBytes: MAX_MESSAGE_BYTES,
+      writeMaxBytes: MAX_MESSAGE_BYTES,
+    });
+  const plain = transport([]);
   const clients: Clients = {
-    runs: createClient(RunService, transport),
-    workers: createClient(WorkerService, transport),
+    runs: createClient(RunService, token === undefined ? plain : transport([bearer(token)])),
+    anonymousRuns: createClient(RunService, plain),
+    workers: createClient(WorkerService, plain),
   };
   const scenarios: [string, (c: Clients) => Promise<void>][] = [
     ["no-gate", noGate],

@@ -120,6 +120,10 @@ impl SqliteStoreOptions {
     }
 }
 
+/// Reads in flight at once; as many as the read pool keeps idle connections, so a steady
+/// load reuses them.
+const MAX_CONCURRENT_READS: usize = read::MAX_IDLE;
+
 /// The threads behind a store, kept to be stopped and joined on close.
 #[derive(Default)]
 struct Workers {
@@ -142,6 +146,8 @@ pub struct SqliteStore {
     /// `None` once closed. A read lock is enough to send, so committers do not contend.
     jobs: RwLock<Option<mpsc::Sender<Job>>>,
     reads: Arc<ReadPool>,
+    /// Bounds the reads in flight (see `read`).
+    read_permits: Arc<tokio::sync::Semaphore>,
     workers: Mutex<Workers>,
 }
 
@@ -174,6 +180,7 @@ impl SqliteStore {
         let store = SqliteStore {
             jobs: RwLock::new(Some(jobs)),
             reads: Arc::new(ReadPool::new(options.path.clone())),
+            read_permits: Arc::new(tokio::sync::Semaphore::new(MAX_CONCURRENT_READS)),
             workers: Mutex::new(Workers {
                 lock: Some(lock),
                 writer: Some(writer),
@@ -266,14 +273,22 @@ impl SqliteStore {
         Box::pin(async move { answer.await.unwrap_or(Err(StoreError::Closed)) })
     }
 
-    /// Runs `read` on a pooled read connection on tokio's blocking pool.
+    /// Runs `read` on a pooled read connection on tokio's blocking pool, at most
+    /// `MAX_CONCURRENT_READS` at once: a burst of reads (hundreds of workers attaching,
+    /// each token checked against the store) then queues here instead of starting a
+    /// blocking thread and a SQLite connection, with its page cache, for each.
     fn read<T, F>(&self, read: F) -> StoreFuture<T>
     where
         T: Send + 'static,
         F: FnOnce(&mut Connection) -> Result<T, StoreError> + Send + 'static,
     {
         let pool = Arc::clone(&self.reads);
+        let permits = Arc::clone(&self.read_permits);
         Box::pin(async move {
+            let _permit = permits
+                .acquire_owned()
+                .await
+                .map_err(|_| StoreError::Closed)?;
             tokio::task::spawn_blocking(move || pool.with(read))
                 .await
                 .map_err(|e| StoreError::Database(format!("read task failed: {e}")))?

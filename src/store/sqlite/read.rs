@@ -15,7 +15,7 @@ use crate::domain::{Run, StallTracker};
 use crate::store::{Event, PageCursor, RunPage, RunQuery, StoreError, StoredRun};
 
 /// Idle connections kept for reuse; more are opened under a burst and closed after it.
-const MAX_IDLE: usize = 8;
+pub(super) const MAX_IDLE: usize = 8;
 
 /// Read connections, opened on demand and reused.
 pub(super) struct ReadPool {
