@@ -54,7 +54,10 @@ fn free_addr() -> SocketAddr {
 }
 
 async fn serve(cwd: &Path, log_name: &str, extra: &[&str]) -> Served {
-    let addr = free_addr();
+    serve_on(free_addr(), cwd, log_name, extra).await
+}
+
+async fn serve_on(addr: SocketAddr, cwd: &Path, log_name: &str, extra: &[&str]) -> Served {
     let log = cwd.join(log_name);
     let child = Command::new(env!("CARGO_BIN_EXE_runplane"))
         .current_dir(cwd)
@@ -73,7 +76,8 @@ async fn serve(cwd: &Path, log_name: &str, extra: &[&str]) -> Served {
         .spawn()
         .unwrap();
     let deadline = tokio::time::Instant::now() + PATIENCE;
-    while tokio::net::TcpStream::connect(addr).await.is_err() {
+    let probe = SocketAddr::from(([127, 0, 0, 1], addr.port()));
+    while tokio::net::TcpStream::connect(probe).await.is_err() {
         assert!(
             tokio::time::Instant::now() < deadline,
             "server did not start"
@@ -301,6 +305,29 @@ async fn auth_off_warns_and_lets_anyone_in() {
     let log = std::fs::read_to_string(dir.path().join("serve.log")).unwrap();
     assert!(log.contains("authentication is OFF"), "{log}");
     assert!(!url.is_empty());
+}
+
+#[tokio::test]
+async fn plaintext_beyond_loopback_is_warned_about() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_addr().port();
+    let served = serve_on(
+        SocketAddr::from(([0, 0, 0, 0], port)),
+        dir.path(),
+        "serve.log",
+        &[],
+    )
+    .await;
+    served.stop();
+    let log = std::fs::read_to_string(dir.path().join("serve.log")).unwrap();
+    assert!(
+        log.contains("listening beyond loopback without TLS"),
+        "{log}"
+    );
+    let quiet = serve(dir.path(), "loopback.log", &[]).await;
+    quiet.stop();
+    let log = std::fs::read_to_string(dir.path().join("loopback.log")).unwrap();
+    assert!(!log.contains("without TLS"), "{log}");
 }
 
 const SPOOF: &str = "git status > .env #\x1b[2K\rgit status > notes.txt";
