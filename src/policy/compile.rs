@@ -90,7 +90,11 @@ pub(crate) struct Subject<'a> {
 }
 
 pub(crate) struct CompiledRule {
+    /// The tool name as written, for reasons.
     pub tool: String,
+    /// When the name holds glob characters (`mcp__github__*`): the names it matches,
+    /// ignoring ASCII case like every tool name comparison.
+    tool_glob: Option<GlobMatcher>,
     pub decision: Decision,
     sub_pattern: Option<SubPattern>,
     path_allow: Option<PathGlobs>,
@@ -208,8 +212,25 @@ fn compile_rule(i: usize, rule: &PermissionRule) -> Result<CompiledRule, PolicyE
             .map(|e| e.split_whitespace().map(str::to_string).collect())
             .collect()
     };
+    let tool = &rule.specifier.tool;
+    let tool_glob = if tool.contains(['*', '?', '[', '{']) {
+        let glob = GlobBuilder::new(tool)
+            .case_insensitive(true)
+            .build()
+            .map_err(|e| {
+                glob_error(
+                    format!("rules[{i}].specifier.tool"),
+                    tool,
+                    e.kind().to_string(),
+                )
+            })?;
+        Some(glob.compile_matcher())
+    } else {
+        None
+    };
     Ok(CompiledRule {
-        tool: rule.specifier.tool.clone(),
+        tool: tool.clone(),
+        tool_glob,
         decision: rule.decision,
         sub_pattern,
         path_allow: globs("path_allow", &rule.path_allow)?,
@@ -220,14 +241,21 @@ fn compile_rule(i: usize, rule: &PermissionRule) -> Result<CompiledRule, PolicyE
 }
 
 impl CompiledRule {
+    /// Whether the rule is about `tool`: its name ignoring ASCII case, or its glob.
+    pub(crate) fn is_for(&self, tool: &str) -> bool {
+        match &self.tool_glob {
+            Some(glob) => glob.is_match(tool),
+            None => self.tool.eq_ignore_ascii_case(tool),
+        }
+    }
+
     fn has_command_constraint(&self) -> bool {
         self.sub_pattern.is_some()
             || !self.command_allow.is_empty()
             || !self.command_deny.is_empty()
     }
 
-    /// Whether the rule matches the subject (its tool already compared equal, ignoring
-    /// ASCII case).
+    /// Whether the rule matches the subject (its tool already checked with `is_for`).
     pub(crate) fn matches(&self, subject: &Subject<'_>) -> Tri {
         let command = match subject.command {
             CommandArg::None => match &self.sub_pattern {

@@ -229,7 +229,7 @@ impl CompiledProfile {
     fn judge(&self, subject: &Subject<'_>, caveat: Option<Caveat>) -> Judgement {
         let mut passed_over = None;
         for (i, rule) in self.rules.iter().enumerate() {
-            if !same_tool(&rule.tool, subject.tool) {
+            if !rule.is_for(subject.tool) {
                 continue;
             }
             let matched = rule.matches(subject);
