@@ -355,7 +355,7 @@ impl Session {
             tool: tool.into(),
             command: command.into(),
             path: path.into(),
-            resolved_path: String::new(),
+            ..Default::default()
         }))
         .await?;
         let mut decision = self.decision(call_id).await?;

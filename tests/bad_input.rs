@@ -23,6 +23,7 @@ fn request(run_id: &str, call_id: &str, tool: &str) -> In {
         command: String::new(),
         path: String::new(),
         resolved_path: String::new(),
+        ..Default::default()
     })
 }
 

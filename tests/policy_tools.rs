@@ -80,3 +80,58 @@ fn a_bad_tool_glob_is_refused_naming_the_field() {
         "{err}"
     );
 }
+
+const EDITS: &str = r#"
+name = "edits"
+mode = "default"
+
+[[rules]]
+specifier = { tool = "MultiEdit" }
+decision = "deny"
+path_allow = ["**/.env"]
+
+[[rules]]
+specifier = { tool = "MultiEdit" }
+decision = "allow"
+path_allow = ["src/**"]
+"#;
+
+fn multi_edit(path: &str, paths: &[&str]) -> runplane::policy::Verdict {
+    let paths: Vec<String> = paths.iter().map(|p| p.to_string()).collect();
+    profile(EDITS).evaluate(&ToolCall {
+        tool: "MultiEdit",
+        path,
+        paths: &paths,
+        workspace_root: Some("/ws"),
+        ..ToolCall::default()
+    })
+}
+
+#[test]
+fn every_path_of_a_multi_file_edit_is_judged_and_the_strictest_wins() {
+    assert_eq!(
+        multi_edit("", &["src/a.rs", "src/b.rs"]).decision,
+        Decision::Allow
+    );
+    assert_eq!(
+        multi_edit("src/a.rs", &["src/b.rs"]).decision,
+        Decision::Allow
+    );
+    let env = multi_edit("src/a.rs", &[".env", "src/b.rs"]);
+    assert_eq!(env.decision, Decision::Deny);
+    assert_eq!(
+        env.reason,
+        "the path \".env\" decided: rules[0] (MultiEdit deny) matches MultiEdit of .env"
+    );
+    // Outside the workspace and not under src/: never allowed.
+    assert_eq!(
+        multi_edit("", &["src/a.rs", "/etc/passwd"]).decision,
+        Decision::Ask
+    );
+    assert_eq!(
+        multi_edit("", &["src/a.rs", "../x"]).decision,
+        Decision::Ask
+    );
+    // The path itself still counts when paths are given too.
+    assert_eq!(multi_edit(".env", &["src/a.rs"]).decision, Decision::Deny);
+}

@@ -211,6 +211,9 @@ fn tool_calls_round_trip_and_refuse_bad_fields() {
         command: "git status".into(),
         path: "link/passwd".into(),
         resolved_path: "/etc/passwd".into(),
+        paths: vec!["src/a.rs".into(), ".env".into()],
+        url: "https://example.com/x".into(),
+        input: r#"{"command":"git status"}"#.into(),
     };
     assert_eq!(
         ToolCallRequest::try_from(pb::ToolCallRequest::from(&req)),
@@ -220,6 +223,15 @@ fn tool_calls_round_trip_and_refuse_bad_fields() {
     let mut bad = pb::ToolCallRequest::from(&req);
     bad.resolved_path = "x".repeat(64 * 1024 + 1);
     expect_field(ToolCallRequest::try_from(bad), "resolved_path");
+    let mut bad = pb::ToolCallRequest::from(&req);
+    bad.paths = vec!["p".into(); 1025];
+    expect_field(ToolCallRequest::try_from(bad), "paths");
+    let mut bad = pb::ToolCallRequest::from(&req);
+    bad.paths.push(String::new());
+    expect_field(ToolCallRequest::try_from(bad), "paths");
+    let mut bad = pb::ToolCallRequest::from(&req);
+    bad.input = "x".repeat(64 * 1024 + 1);
+    expect_field(ToolCallRequest::try_from(bad), "input");
     let mut bad = pb::ToolCallRequest::from(&req);
     bad.call_id.clear();
     expect_field(ToolCallRequest::try_from(bad), "call_id");

@@ -149,6 +149,7 @@ impl RawWorker {
             command: command.into(),
             path: path.into(),
             resolved_path: String::new(),
+            ..Default::default()
         });
         match self.send(request).await {
             Out::ToolCallResponse(r) => r.decision,

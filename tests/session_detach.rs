@@ -102,6 +102,7 @@ async fn a_worker_that_does_not_read_its_stream_is_cut_off_and_the_log_says_so()
                     command: String::new(),
                     path: "src/main.rs".into(),
                     resolved_path: String::new(),
+                    ..Default::default()
                 }));
                 if tx.send(call).await.is_err() {
                     break;

@@ -15,7 +15,7 @@ fn call(run_id: &str, call_id: &str) -> In {
         tool: "Read".into(),
         command: String::new(),
         path: "src/lib.rs".into(),
-        resolved_path: String::new(),
+        ..Default::default()
     })
 }
 

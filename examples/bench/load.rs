@@ -406,6 +406,7 @@ async fn drive(
                 command: step.command.into(),
                 path: step.path.into(),
                 resolved_path: String::new(),
+                ..Default::default()
             })))
             .await?;
         let response = match next(&mut session.rx).await? {

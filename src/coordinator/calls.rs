@@ -10,6 +10,16 @@ use crate::domain::{Decision, Status, ToolCallRequest, ToolCallResponse, ToolCal
 use crate::policy::{evaluate_off_runtime, ToolCall};
 use crate::store::StoreError;
 
+/// `paths` as one event attribute: a JSON array, empty (and so not recorded) when there
+/// are none. `restore::decode_paths` reads it back.
+pub(super) fn encode_paths(paths: &[String]) -> String {
+    if paths.is_empty() {
+        String::new()
+    } else {
+        serde_json::to_string(paths).unwrap_or_default()
+    }
+}
+
 impl RunActor {
     /// Decides a tool call, commits the decision, then answers.
     pub(super) async fn on_tool_call(
@@ -27,6 +37,9 @@ impl RunActor {
                 && call.command == request.command
                 && call.path == request.path
                 && call.resolved_path == request.resolved_path
+                && call.paths == request.paths
+                && call.url == request.url
+                && call.input == request.input
             {
                 Push::Decision(self.response(&request.call_id, call.decision, call.reason.clone()))
             } else {
@@ -58,6 +71,9 @@ impl RunActor {
             command: &request.command,
             path: &request.path,
             resolved_path: &request.resolved_path,
+            paths: &request.paths,
+            url: &request.url,
+            input: &request.input,
             workspace_root: workspace_root.as_deref(),
         };
         // A long line is judged on the blocking pool so that it cannot stall the runtime's
@@ -117,6 +133,9 @@ impl RunActor {
                 // Recorded only when given (empty attributes are dropped): the log shows
                 // which real file a call was decided for.
                 ("resolved_path", request.resolved_path.clone()),
+                ("paths", encode_paths(&request.paths)),
+                ("url", request.url.clone()),
+                ("input", request.input.clone()),
                 ("decision", decision.to_string()),
                 ("reason", reason.clone()),
                 (
@@ -144,6 +163,9 @@ impl RunActor {
                 command: request.command.clone(),
                 path: request.path.clone(),
                 resolved_path: request.resolved_path.clone(),
+                paths: request.paths.clone(),
+                url: request.url.clone(),
+                input: request.input.clone(),
                 decision,
                 reason,
                 ask,

@@ -39,6 +39,9 @@ pub(super) fn calls_from_log(events: &[Event]) -> HashMap<String, CallState> {
                         command: attr("command"),
                         path: attr("path"),
                         resolved_path: attr("resolved_path"),
+                        paths: decode_paths(&attr("paths")),
+                        url: attr("url"),
+                        input: attr("input"),
                         decision,
                         reason: attr("reason"),
                         ask: (decision == Decision::Ask).then(|| AskWait {
@@ -74,4 +77,14 @@ fn parse_time(text: &str) -> Option<DateTime<Utc>> {
     DateTime::parse_from_rfc3339(text)
         .ok()
         .map(|t| t.with_timezone(&Utc))
+}
+
+/// The `paths` attribute (a JSON array; absent when there were none). An unreadable one
+/// reads as one path that no repeat can equal, so a repeat is refused rather than answered
+/// with a decision made for other files.
+pub(super) fn decode_paths(text: &str) -> Vec<String> {
+    if text.is_empty() {
+        return Vec::new();
+    }
+    serde_json::from_str(text).unwrap_or_else(|_| vec![format!("\u{0}unreadable:{text}")])
 }

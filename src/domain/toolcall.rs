@@ -25,6 +25,17 @@ pub struct ToolCallRequest {
     /// the lexical `path` cannot show, so both are judged and the stricter decision wins.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub resolved_path: String,
+    /// Every further file the call touches (a multi-file edit), each judged like `path`;
+    /// the strictest decision wins.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub paths: Vec<String>,
+    /// The URL a web tool fetches, judged by its host against the rules' domain globs.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub url: String,
+    /// The tool's whole input as the agent gave it (JSON text): recorded in the log, shown
+    /// to the operator who answers an ask, and matched by rules' `input_match`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub input: String,
 }
 
 /// runplane's answer to a `ToolCallRequest`.

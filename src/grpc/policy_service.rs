@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use tonic::{Request, Response, Status};
 
+use crate::grpc::convert::bounded_paths;
 use crate::grpc::pb;
 use crate::policy::{
     evaluate_off_runtime, CompiledProfile, ProfileRegistry, ToolCall, DEFAULT_PROFILE,
@@ -65,11 +66,15 @@ impl pb::policy_service_server::PolicyService for PolicyApi {
             return Err(Status::invalid_argument("tool: required"));
         }
         let profile = self.profile(&request.profile)?;
+        let paths = bounded_paths(request.paths.clone())?;
         let call = ToolCall {
             tool: &request.tool,
             command: &request.command,
             path: &request.path,
             resolved_path: &request.resolved_path,
+            paths: &paths,
+            url: &request.url,
+            input: &request.input,
             workspace_root: (!request.workspace_root.is_empty())
                 .then_some(request.workspace_root.as_str()),
         };

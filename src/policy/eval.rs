@@ -37,6 +37,12 @@ pub struct ToolCall<'a> {
     /// resolved. `path` is placed lexically, so `ws/link/passwd` with `link -> /etc` looks
     /// inside the workspace; with this set, both are judged and the stricter decision wins.
     pub resolved_path: &'a str,
+    /// Further files the call touches, each judged like `path` (strictest wins).
+    pub paths: &'a [String],
+    /// The URL a web tool fetches, judged by host against domain globs; empty: none.
+    pub url: &'a str,
+    /// The tool's whole input as JSON text, matched by rules' `input_match`; empty: none.
+    pub input: &'a str,
     /// The run's workspace root (absolute), if the worker named one.
     pub workspace_root: Option<&'a str>,
 }
@@ -94,18 +100,54 @@ impl CompiledProfile {
     /// With a resolved path, the call is judged with its path and again with the resolved
     /// path in its place, and the stricter verdict wins (the path's on a tie): a symlink
     /// can make either one the true name of the file, and neither may buy an allow the
-    /// other would not get.
+    /// other would not get. Each of `paths` (a multi-file edit) is judged the same way in
+    /// the path's place, and the strictest of all wins.
     pub fn evaluate(&self, call: &ToolCall<'_>) -> Verdict {
         // A shell line is split once, whichever paths it is judged with.
         let parts = (same_tool(call.tool, SHELL_TOOL) && !call.command.trim().is_empty())
             .then(|| memo::parts(call.command));
-        let verdict = self.evaluate_at(call, call.path, parts.as_deref());
+        // A call that names its files only in `paths` is judged by them alone: an empty
+        // path stands for "no file", which every path constraint lets through.
+        let (first, rest) = match call.paths.split_first() {
+            Some((first, rest)) if call.path.is_empty() => (
+                self.evaluate_path(
+                    &ToolCall {
+                        path: first,
+                        ..*call
+                    },
+                    parts.as_deref(),
+                ),
+                rest,
+            ),
+            _ => (self.evaluate_path(call, parts.as_deref()), call.paths),
+        };
+        let mut verdict = first;
+        // Every further file is judged in the path's place; the strictest wins (the first
+        // on a tie), and nothing is stricter than deny.
+        for path in rest {
+            if verdict.decision == Decision::Deny {
+                break;
+            }
+            let by_path = self.evaluate_at(call, path, parts.as_deref());
+            if by_path.decision > verdict.decision {
+                verdict = Verdict {
+                    reason: format!("the path {path:?} decided: {}", by_path.reason),
+                    ..by_path
+                };
+            }
+        }
+        verdict
+    }
+
+    /// Decides `call` with its `path`, and again with its resolved path when there is one.
+    fn evaluate_path(&self, call: &ToolCall<'_>, parts: Option<&[Part]>) -> Verdict {
+        let verdict = self.evaluate_at(call, call.path, parts);
         let resolved = call.resolved_path;
         // Nothing is stricter than deny, and the same text is placed the same way.
         if resolved.is_empty() || resolved == call.path || verdict.decision == Decision::Deny {
             return verdict;
         }
-        let by_resolved = self.evaluate_at(call, resolved, parts.as_deref());
+        let by_resolved = self.evaluate_at(call, resolved, parts);
         if by_resolved.decision > verdict.decision {
             Verdict {
                 reason: format!(

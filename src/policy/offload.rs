@@ -76,6 +76,9 @@ struct OwnedCall {
     command: String,
     path: String,
     resolved_path: String,
+    paths: Vec<String>,
+    url: String,
+    input: String,
     workspace_root: Option<String>,
 }
 
@@ -86,6 +89,9 @@ impl OwnedCall {
             command: call.command.to_string(),
             path: call.path.to_string(),
             resolved_path: call.resolved_path.to_string(),
+            paths: call.paths.to_vec(),
+            url: call.url.to_string(),
+            input: call.input.to_string(),
             workspace_root: call.workspace_root.map(str::to_string),
         }
     }
@@ -96,6 +102,9 @@ impl OwnedCall {
             command: &self.command,
             path: &self.path,
             resolved_path: &self.resolved_path,
+            paths: &self.paths,
+            url: &self.url,
+            input: &self.input,
             workspace_root: self.workspace_root.as_deref(),
         }
     }
@@ -142,6 +151,7 @@ mod tests {
                 path: "link/x",
                 resolved_path: "/etc/x",
                 workspace_root: Some("/work/repo"),
+                ..ToolCall::default()
             };
             let off = evaluate_off_runtime(&profile, &call).await;
             assert_eq!(off, Ok(profile.evaluate(&call)), "{command}");

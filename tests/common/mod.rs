@@ -387,6 +387,7 @@ impl Worker {
             command: command.into(),
             path: path.into(),
             resolved_path: resolved_path.into(),
+            ..Default::default()
         }))
         .await;
         match self.recv().await {

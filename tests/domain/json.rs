@@ -118,6 +118,7 @@ fn tool_call_types_use_seed_names_and_omit_empty_fields() {
         command: String::new(),
         path: "src/lib.rs".into(),
         resolved_path: String::new(),
+        ..Default::default()
     };
     assert_eq!(
         serde_json::to_value(&req).unwrap(),

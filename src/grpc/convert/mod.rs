@@ -150,6 +150,7 @@ pub(crate) fn required_timestamp(
 pub use access::role_from_proto;
 pub use policy::policy_mode_from_proto;
 pub use run::{
-    decision_from_proto, deliver_mode_from_proto, exec_mode_from_proto, status_from_proto,
+    bounded_paths, decision_from_proto, deliver_mode_from_proto, exec_mode_from_proto,
+    status_from_proto, MAX_PATHS,
 };
 pub use session::{coordinator_message, session_error, worker_input};

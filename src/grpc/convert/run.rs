@@ -211,8 +211,35 @@ impl From<&ToolCallRequest> for pb::ToolCallRequest {
             command: req.command.clone(),
             path: req.path.clone(),
             resolved_path: req.resolved_path.clone(),
+            paths: req.paths.clone(),
+            url: req.url.clone(),
+            input: req.input.clone(),
         }
     }
+}
+
+/// Most entries in `ToolCallRequest.paths`: a multi-file edit touches a handful; a bound
+/// keeps one request from costing a judgement per path without end.
+pub const MAX_PATHS: usize = 1024;
+
+/// `paths`: at most `MAX_PATHS`, each non-empty and within the text cap.
+pub fn bounded_paths(paths: Vec<String>) -> Result<Vec<String>, ConvertError> {
+    if paths.len() > MAX_PATHS {
+        return Err(ConvertError::OutOfRange {
+            field: "paths",
+            problem: format!("at most {MAX_PATHS} entries, got {}", paths.len()),
+        });
+    }
+    if paths.iter().any(String::is_empty) {
+        return Err(ConvertError::OutOfRange {
+            field: "paths",
+            problem: "an entry is empty".into(),
+        });
+    }
+    paths
+        .into_iter()
+        .map(|path| bounded("paths", path))
+        .collect()
 }
 
 /// The run_id may be empty on the wire (the session's run); the session fills it in.
@@ -227,6 +254,9 @@ impl TryFrom<pb::ToolCallRequest> for ToolCallRequest {
             command: bounded("command", req.command)?,
             path: bounded("path", req.path)?,
             resolved_path: bounded("resolved_path", req.resolved_path)?,
+            paths: bounded_paths(req.paths)?,
+            url: bounded("url", req.url)?,
+            input: bounded("input", req.input)?,
         })
     }
 }
