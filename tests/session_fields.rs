@@ -70,7 +70,21 @@ async fn paths_and_input_are_judged_recorded_shown_and_restored() {
     let task = request("t1", "Task", &[], task_input);
     assert_eq!(decision_of(ask(&mut worker, task).await), pb::Decision::Ask);
 
+    let fetch = pb::ToolCallRequest {
+        url: "https://docs.rs/tokio".into(),
+        ..request("w1", "WebFetch", &[], "")
+    };
+    assert_eq!(
+        decision_of(ask(&mut worker, fetch).await),
+        pb::Decision::Ask
+    );
+
     let events = server.events(&run_id).await;
+    let fetched = events
+        .iter()
+        .find(|e| e.attributes.get("call_id").map(String::as_str) == Some("w1"))
+        .unwrap();
+    assert_eq!(fetched.attributes["url"], "https://docs.rs/tokio");
     let denied = events
         .iter()
         .find(|e| e.attributes.get("call_id").map(String::as_str) == Some("e1"))

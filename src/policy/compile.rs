@@ -25,6 +25,16 @@ fn build_path_glob(pattern: &str, case_insensitive: bool) -> Result<Glob, String
         .map_err(|e| e.kind().to_string())
 }
 
+/// A domain glob: hosts compare ignoring case, and `*` also crosses dots
+/// (`*.github.com` is every subdomain, at any depth; list `github.com` too for the apex).
+pub(crate) fn domain_glob(pattern: &str) -> Result<Glob, String> {
+    GlobBuilder::new(pattern)
+        .literal_separator(false)
+        .case_insensitive(true)
+        .build()
+        .map_err(|e| e.kind().to_string())
+}
+
 /// A command glob: a command is one line of words, so `*` matches anything, `/` included.
 pub(crate) fn command_glob(pattern: &str) -> Result<Glob, String> {
     GlobBuilder::new(pattern)
@@ -87,6 +97,60 @@ pub(crate) struct Subject<'a> {
     pub tool: &'a str,
     pub command: CommandArg<'a>,
     pub path: PathArg<'a>,
+    /// What holds for the whole call, whichever part is judged.
+    pub facts: &'a CallFacts,
+}
+
+/// The URL's host and the input of a call, read once per call.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct CallFacts {
+    host: HostArg,
+    input: InputArg,
+}
+
+#[derive(Debug, Clone, Default)]
+enum HostArg {
+    /// No URL: satisfies every domain constraint.
+    #[default]
+    None,
+    /// The host as a WHATWG URL parser reads it (lowercase; what a fetch would reach).
+    Known(String),
+    /// A URL without a readable host: only deny and ask rules may match it.
+    Unreadable,
+}
+
+#[derive(Debug, Clone, Default)]
+enum InputArg {
+    /// No input: it carries no field, so no `input_match` holds.
+    #[default]
+    None,
+    Object(serde_json::Map<String, serde_json::Value>),
+    /// Not a JSON object: an `input_match` may hold (deny and ask rules apply).
+    Unreadable,
+}
+
+impl CallFacts {
+    /// Reads a call's URL and input.
+    pub(crate) fn read(url: &str, input: &str) -> CallFacts {
+        let host = if url.is_empty() {
+            HostArg::None
+        } else {
+            url::Url::parse(url)
+                .ok()
+                .and_then(|u| u.host_str().map(str::to_ascii_lowercase))
+                .filter(|h| !h.is_empty())
+                .map_or(HostArg::Unreadable, HostArg::Known)
+        };
+        let input = if input.trim().is_empty() {
+            InputArg::None
+        } else {
+            match serde_json::from_str(input) {
+                Ok(serde_json::Value::Object(map)) => InputArg::Object(map),
+                _ => InputArg::Unreadable,
+            }
+        };
+        CallFacts { host, input }
+    }
 }
 
 pub(crate) struct CompiledRule {
@@ -101,6 +165,9 @@ pub(crate) struct CompiledRule {
     path_deny: Option<PathGlobs>,
     command_allow: Vec<Vec<String>>,
     command_deny: Vec<Vec<String>>,
+    domain_allow: Option<GlobSet>,
+    domain_deny: Option<GlobSet>,
+    input_match: std::collections::BTreeMap<String, serde_json::Value>,
 }
 
 /// One list of path globs (`path_allow` or `path_deny`), built twice: as written and
@@ -207,6 +274,21 @@ fn compile_rule(i: usize, rule: &PermissionRule) -> Result<CompiledRule, PolicyE
             folded: set(list, patterns, true)?,
         }))
     };
+    let domains = |list: &str, patterns: &[String]| -> Result<Option<GlobSet>, PolicyError> {
+        if patterns.is_empty() {
+            return Ok(None);
+        }
+        let mut builder = GlobSetBuilder::new();
+        for (j, p) in patterns.iter().enumerate() {
+            builder.add(
+                domain_glob(p).map_err(|e| glob_error(format!("rules[{i}].{list}[{j}]"), p, e))?,
+            );
+        }
+        builder
+            .build()
+            .map(Some)
+            .map_err(|e| PolicyError::new(format!("rules[{i}].{list}"), e.to_string()))
+    };
     let entries = |list: &[String]| -> Vec<Vec<String>> {
         list.iter()
             .map(|e| e.split_whitespace().map(str::to_string).collect())
@@ -237,6 +319,9 @@ fn compile_rule(i: usize, rule: &PermissionRule) -> Result<CompiledRule, PolicyE
         path_deny: globs("path_deny", &rule.path_deny)?,
         command_allow: entries(&rule.command_allow),
         command_deny: entries(&rule.command_deny),
+        domain_allow: domains("domain_allow", &rule.domain_allow)?,
+        domain_deny: domains("domain_deny", &rule.domain_deny)?,
+        input_match: rule.input_match.clone(),
     })
 }
 
@@ -269,7 +354,40 @@ impl CompiledRule {
         if command == Tri::No {
             return Tri::No;
         }
-        command.min(self.path_matches(subject.path))
+        command
+            .min(self.path_matches(subject.path))
+            .min(self.domain_matches(&subject.facts.host))
+            .min(self.input_matches(&subject.facts.input))
+    }
+
+    fn domain_matches(&self, host: &HostArg) -> Tri {
+        if self.domain_allow.is_none() && self.domain_deny.is_none() {
+            return Tri::Yes;
+        }
+        match host {
+            HostArg::None => Tri::Yes,
+            HostArg::Unreadable => Tri::Maybe,
+            HostArg::Known(host) => {
+                let denied = self.domain_deny.as_ref().is_some_and(|s| s.is_match(host));
+                let allowed = self.domain_allow.as_ref().is_none_or(|s| s.is_match(host));
+                Tri::from_bool(!denied && allowed)
+            }
+        }
+    }
+
+    fn input_matches(&self, input: &InputArg) -> Tri {
+        if self.input_match.is_empty() {
+            return Tri::Yes;
+        }
+        match input {
+            InputArg::None => Tri::No,
+            InputArg::Unreadable => Tri::Maybe,
+            InputArg::Object(fields) => Tri::from_bool(
+                self.input_match
+                    .iter()
+                    .all(|(key, value)| fields.get(key) == Some(value)),
+            ),
+        }
     }
 
     fn command_matches(&self, words: &[Word]) -> Tri {

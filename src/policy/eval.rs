@@ -4,7 +4,7 @@
 
 use serde::Serialize;
 
-use super::compile::{CommandArg, CompiledProfile, PathArg, Subject, Tri};
+use super::compile::{CallFacts, CommandArg, CompiledProfile, PathArg, Subject, Tri};
 use super::memo;
 use super::path::{locate, WorkspacePath};
 use super::shell::{Part, Restriction};
@@ -106,6 +106,8 @@ impl CompiledProfile {
         // A shell line is split once, whichever paths it is judged with.
         let parts = (same_tool(call.tool, SHELL_TOOL) && !call.command.trim().is_empty())
             .then(|| memo::parts(call.command));
+        let facts = CallFacts::read(call.url, call.input);
+        let parts = parts.as_deref();
         // A call that names its files only in `paths` is judged by them alone: an empty
         // path stands for "no file", which every path constraint lets through.
         let (first, rest) = match call.paths.split_first() {
@@ -115,11 +117,12 @@ impl CompiledProfile {
                         path: first,
                         ..*call
                     },
-                    parts.as_deref(),
+                    parts,
+                    &facts,
                 ),
                 rest,
             ),
-            _ => (self.evaluate_path(call, parts.as_deref()), call.paths),
+            _ => (self.evaluate_path(call, parts, &facts), call.paths),
         };
         let mut verdict = first;
         // Every further file is judged in the path's place; the strictest wins (the first
@@ -128,7 +131,7 @@ impl CompiledProfile {
             if verdict.decision == Decision::Deny {
                 break;
             }
-            let by_path = self.evaluate_at(call, path, parts.as_deref());
+            let by_path = self.evaluate_at(call, path, parts, &facts);
             if by_path.decision > verdict.decision {
                 verdict = Verdict {
                     reason: format!("the path {path:?} decided: {}", by_path.reason),
@@ -140,14 +143,19 @@ impl CompiledProfile {
     }
 
     /// Decides `call` with its `path`, and again with its resolved path when there is one.
-    fn evaluate_path(&self, call: &ToolCall<'_>, parts: Option<&[Part]>) -> Verdict {
-        let verdict = self.evaluate_at(call, call.path, parts);
+    fn evaluate_path(
+        &self,
+        call: &ToolCall<'_>,
+        parts: Option<&[Part]>,
+        facts: &CallFacts,
+    ) -> Verdict {
+        let verdict = self.evaluate_at(call, call.path, parts, facts);
         let resolved = call.resolved_path;
         // Nothing is stricter than deny, and the same text is placed the same way.
         if resolved.is_empty() || resolved == call.path || verdict.decision == Decision::Deny {
             return verdict;
         }
-        let by_resolved = self.evaluate_at(call, resolved, parts);
+        let by_resolved = self.evaluate_at(call, resolved, parts, facts);
         if by_resolved.decision > verdict.decision {
             Verdict {
                 reason: format!(
@@ -163,7 +171,13 @@ impl CompiledProfile {
 
     /// Decides `call` as if its path were `path`; `parts` are its command's parts when it
     /// is a shell command line.
-    fn evaluate_at(&self, call: &ToolCall<'_>, path: &str, parts: Option<&[Part]>) -> Verdict {
+    fn evaluate_at(
+        &self,
+        call: &ToolCall<'_>,
+        path: &str,
+        parts: Option<&[Part]>,
+        facts: &CallFacts,
+    ) -> Verdict {
         let located = (!path.is_empty()).then(|| locate(path, call.workspace_root));
         let path = located.as_ref().map_or(PathArg::None, PathArg::Known);
         let outside = || {
@@ -182,14 +196,15 @@ impl CompiledProfile {
                     CommandArg::Words(&words)
                 },
                 path,
+                facts,
             };
             let judgement = self.judge(&subject, outside());
-            let what = describe(call.tool, call.command, located.as_ref());
+            let what = describe(call, located.as_ref());
             return self.verdict(judgement, &what, None);
         };
         let mut best: Option<(&Part, Judgement)> = None;
         for part in parts.iter() {
-            let judgement = self.judge_part(part, path, outside(), call.workspace_root);
+            let judgement = self.judge_part(part, path, outside(), call.workspace_root, facts);
             if best
                 .as_ref()
                 .is_none_or(|(_, b)| judgement.decision > b.decision)
@@ -217,6 +232,7 @@ impl CompiledProfile {
                     tool: SHELL_TOOL,
                     command: CommandArg::None,
                     path,
+                    facts,
                 };
                 self.verdict(self.judge(&subject, outside()), "an empty command", None)
             }
@@ -229,6 +245,7 @@ impl CompiledProfile {
         path: PathArg<'_>,
         outside: Option<Caveat>,
         workspace_root: Option<&str>,
+        facts: &CallFacts,
     ) -> Judgement {
         match part {
             Part::Command {
@@ -238,6 +255,7 @@ impl CompiledProfile {
                     tool: SHELL_TOOL,
                     command: CommandArg::Words(words),
                     path,
+                    facts,
                 };
                 self.judge(&subject, restriction.map(Caveat::Restricted).or(outside))
             }
@@ -246,6 +264,7 @@ impl CompiledProfile {
                     tool: SHELL_TOOL,
                     command: CommandArg::Indeterminate,
                     path,
+                    facts,
                 };
                 self.judge(&subject, Some(Caveat::Indeterminate(why)))
             }
@@ -260,6 +279,7 @@ impl CompiledProfile {
                     tool: WRITE_TOOL,
                     command: CommandArg::None,
                     path: located.as_ref().map_or(PathArg::Unknown, PathArg::Known),
+                    facts,
                 };
                 self.judge(&subject, caveat)
             }
@@ -345,10 +365,13 @@ impl CompiledProfile {
     }
 }
 
-fn describe(tool: &str, command: &str, path: Option<&WorkspacePath>) -> String {
-    let mut what = tool.to_string();
-    if !command.is_empty() {
-        what.push_str(&format!(" {command:?}"));
+fn describe(call: &ToolCall<'_>, path: Option<&WorkspacePath>) -> String {
+    let mut what = call.tool.to_string();
+    if !call.command.is_empty() {
+        what.push_str(&format!(" {:?}", call.command));
+    }
+    if !call.url.is_empty() {
+        what.push_str(&format!(" of {:?}", call.url));
     }
     if let Some(p) = path {
         what.push_str(&format!(" of {}", p.as_str()));

@@ -211,6 +211,9 @@ const RULE_FIELDS: &[&str] = &[
     "path_deny",
     "command_allow",
     "command_deny",
+    "domain_allow",
+    "domain_deny",
+    "input_match",
 ];
 const SPECIFIER_FIELDS: &[&str] = &["tool", "sub_pattern"];
 
@@ -272,6 +275,9 @@ fn rule_from_value(value: Value, at: &str) -> Result<PermissionRule, PolicyError
         path_deny: list("path_deny")?,
         command_allow: list("command_allow")?,
         command_deny: list("command_deny")?,
+        domain_allow: list("domain_allow")?,
+        domain_deny: list("domain_deny")?,
+        input_match: take(&mut map, at, "input_match")?.unwrap_or_default(),
     })
 }
 

@@ -1,10 +1,11 @@
 //! The policy profile: the data an operator writes in a policy file.
 
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
 
-use super::compile::{command_glob, path_glob};
+use super::compile::{command_glob, domain_glob, path_glob};
 use super::error::PolicyError;
 use crate::domain::Decision;
 
@@ -103,6 +104,16 @@ pub struct PermissionRule {
     /// The rule does not match a command that starts with one of these entries.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub command_deny: Vec<String>,
+    /// If set, the host of the call's URL must match one of these globs (`*.github.com`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub domain_allow: Vec<String>,
+    /// The rule does not match a URL whose host matches one of these globs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub domain_deny: Vec<String>,
+    /// If set, the rule matches only calls whose input (a JSON object) has each of these
+    /// top-level fields with this value (`{ dangerouslyDisableSandbox = true }`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub input_match: BTreeMap<String, serde_json::Value>,
 }
 
 impl PermissionRule {
@@ -118,6 +129,9 @@ impl PermissionRule {
             path_deny: Vec::new(),
             command_allow: Vec::new(),
             command_deny: Vec::new(),
+            domain_allow: Vec::new(),
+            domain_deny: Vec::new(),
+            input_match: BTreeMap::new(),
         }
     }
 }
@@ -269,6 +283,30 @@ fn validate_rule(i: usize, rule: &PermissionRule) -> Result<(), PolicyError> {
             }
             path_glob(pattern)
                 .map_err(|e| PolicyError::new(field, format!("invalid glob {pattern:?}: {e}")))?;
+        }
+    }
+    for (list, patterns) in [
+        ("domain_allow", &rule.domain_allow),
+        ("domain_deny", &rule.domain_deny),
+    ] {
+        for (j, pattern) in patterns.iter().enumerate() {
+            let field = at(&format!("{list}[{j}]"));
+            if pattern.is_empty() {
+                return Err(PolicyError::new(field, "must not be empty"));
+            }
+            domain_glob(pattern)
+                .map_err(|e| PolicyError::new(field, format!("invalid glob {pattern:?}: {e}")))?;
+        }
+    }
+    for (key, value) in &rule.input_match {
+        // Scalars only: what a flag in a tool's input looks like, and what a policy file
+        // can state without ambiguity.
+        let scalar = value.is_boolean() || value.is_number() || value.is_string();
+        if key.is_empty() || !scalar {
+            return Err(PolicyError::new(
+                at(&format!("input_match.{key}")),
+                "must be a non-empty key with a boolean, number or string value",
+            ));
         }
     }
     for (list, entries) in [

@@ -60,11 +60,34 @@ fn write_rule(out: &mut String, rule: &PermissionRule) {
         ("path_deny", &rule.path_deny),
         ("command_allow", &rule.command_allow),
         ("command_deny", &rule.command_deny),
+        ("domain_allow", &rule.domain_allow),
+        ("domain_deny", &rule.domain_deny),
     ] {
         if !list.is_empty() {
             let items: Vec<String> = list.iter().map(|i| string(i)).collect();
             let _ = writeln!(out, "{key} = [{}]", items.join(", "));
         }
+    }
+    if !rule.input_match.is_empty() {
+        let fields: Vec<String> = rule
+            .input_match
+            .iter()
+            .map(|(key, value)| format!("{} = {}", string(key), scalar(value)))
+            .collect();
+        let _ = writeln!(out, "input_match = {{ {} }}", fields.join(", "));
+    }
+}
+
+/// A scalar JSON value (what `input_match` holds) in TOML.
+fn scalar(value: &serde_json::Value) -> String {
+    match value {
+        serde_json::Value::String(text) => string(text),
+        serde_json::Value::Number(n) => match (n.as_i64(), n.as_f64()) {
+            (Some(i), _) => i.to_string(),
+            (None, Some(f)) => float(f),
+            (None, None) => n.to_string(),
+        },
+        other => other.to_string(),
     }
 }
 

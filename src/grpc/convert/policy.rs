@@ -96,6 +96,13 @@ impl From<&PermissionRule> for pb::PermissionRule {
             path_deny: rule.path_deny.clone(),
             command_allow: rule.command_allow.clone(),
             command_deny: rule.command_deny.clone(),
+            domain_allow: rule.domain_allow.clone(),
+            domain_deny: rule.domain_deny.clone(),
+            input_match: rule
+                .input_match
+                .iter()
+                .map(|(key, value)| (key.clone(), value.to_string()))
+                .collect(),
         }
     }
 }
@@ -119,6 +126,20 @@ impl TryFrom<pb::PermissionRule> for PermissionRule {
             path_deny: rule.path_deny,
             command_allow: rule.command_allow,
             command_deny: rule.command_deny,
+            domain_allow: rule.domain_allow,
+            domain_deny: rule.domain_deny,
+            input_match: rule
+                .input_match
+                .into_iter()
+                .map(|(key, text)| {
+                    serde_json::from_str(&text)
+                        .map(|value| (key, value))
+                        .map_err(|_| ConvertError::OutOfRange {
+                            field: "rules.input_match",
+                            problem: format!("{text:?} is not a JSON value"),
+                        })
+                })
+                .collect::<Result<_, _>>()?,
         })
     }
 }
