@@ -9,3 +9,4 @@ pub mod grpc;
 pub mod policy;
 pub mod server;
 pub mod store;
+pub mod worker;
