@@ -7,6 +7,7 @@
 mod asks;
 pub mod connect;
 pub mod escape;
+mod hook;
 mod output;
 mod policy;
 mod runs;
@@ -68,6 +69,10 @@ pub enum Command {
         #[command(subcommand)]
         command: TokensCommand,
     },
+    /// Run by an agent at each of its hooks: asks the worker (`runplane work`) and blocks the
+    /// tool on any failure.
+    #[command(hide = true)]
+    Hook(hook::HookArgs),
     /// Inspect policy profiles and decide tool calls offline, as the server would.
     Policy {
         /// The policy command.
@@ -137,6 +142,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Tokens { client, command } => {
             block_on(async move { report(tokens::run(&client, command).await) })
         }
+        Command::Hook(args) => hook::run(args),
         // Offline, synchronous: no runtime needed.
         Command::Policy { command } => policy::run(command),
     }

@@ -4,4 +4,6 @@
 
 pub mod gate;
 pub mod git;
+pub mod hook_wire;
 pub mod process;
+pub mod tools;

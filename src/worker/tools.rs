@@ -1,0 +1,101 @@
+//! What an agent's hook says a tool is about to do, as a `ToolCallRequest`.
+//!
+//! Claude Code and Codex send the same payload shape (`tool_name`, `tool_input`,
+//! `tool_use_id`, …; docs/AGENT_HOOKS.md has samples). Each tool's input is read into the
+//! fields rules judge — a shell command, the files it touches, the URL it fetches — and
+//! the whole input always rides along as `input`, so a tool not in this table is still
+//! judged by its name (an unknown tool: never allowed unless a rule names it) and the
+//! operator who answers an ask sees everything it would do.
+
+use serde_json::Value;
+
+use crate::domain::ToolCallRequest;
+
+/// Why a payload cannot become a request. The hook then blocks the tool.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PayloadError {
+    /// The payload is not a JSON object.
+    #[error("the hook payload is not a JSON object")]
+    NotAnObject,
+    /// A field every tool payload carries is missing or not text.
+    #[error("the hook payload has no {0}")]
+    Missing(&'static str),
+}
+
+/// The request for a `PreToolUse` (or `PostToolUse`) payload.
+pub fn tool_call(payload: &Value) -> Result<ToolCallRequest, PayloadError> {
+    let object = payload.as_object().ok_or(PayloadError::NotAnObject)?;
+    let text = |key: &'static str| {
+        object
+            .get(key)
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .ok_or(PayloadError::Missing(key))
+    };
+    let tool = text("tool_name")?;
+    let call_id = text("tool_use_id")?;
+    let input = object.get("tool_input").cloned().unwrap_or(Value::Null);
+    let field = |key: &str| {
+        input
+            .get(key)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string()
+    };
+    let mut request = ToolCallRequest {
+        call_id: call_id.to_string(),
+        tool: tool.to_string(),
+        input: if input.is_null() {
+            String::new()
+        } else {
+            input.to_string()
+        },
+        ..ToolCallRequest::default()
+    };
+    match tool {
+        "Bash" => request.command = field("command"),
+        "Edit" | "Write" | "Read" | "MultiEdit" => request.path = field("file_path"),
+        "NotebookEdit" | "NotebookRead" => request.path = field("notebook_path"),
+        "Glob" | "Grep" | "LS" => request.path = field("path"),
+        "WebFetch" => request.url = field("url"),
+        // Codex's file edits: the patch names every file it adds, changes, deletes or moves.
+        "apply_patch" => request.paths = patch_paths(&field("command")),
+        _ => {}
+    }
+    Ok(request)
+}
+
+/// The files an `apply_patch` patch touches, in order, each once.
+pub fn patch_paths(patch: &str) -> Vec<String> {
+    const MARKERS: [&str; 4] = [
+        "*** Add File: ",
+        "*** Update File: ",
+        "*** Delete File: ",
+        "*** Move to: ",
+    ];
+    let mut paths: Vec<String> = Vec::new();
+    for line in patch.lines() {
+        let Some(path) = MARKERS.iter().find_map(|m| line.strip_prefix(m)) else {
+            continue;
+        };
+        let path = path.trim();
+        if !path.is_empty() && !paths.iter().any(|p| p == path) {
+            paths.push(path.to_string());
+        }
+    }
+    paths
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn patch_paths_lists_every_file_once() {
+        let patch =
+            "*** Begin Patch\n*** Update File: src/a.rs\n@@\n-x\n+y\n*** Move to: src/b.rs\n\
+                     *** Add File: .env\n+K=V\n*** Delete File: src/a.rs\n*** End Patch\n";
+        assert_eq!(patch_paths(patch), ["src/a.rs", "src/b.rs", ".env"]);
+        assert!(patch_paths("not a patch").is_empty());
+    }
+}
