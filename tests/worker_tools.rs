@@ -85,4 +85,14 @@ fn a_payload_without_a_tool_or_call_id_is_refused() {
     );
     let no_id = serde_json::json!({"tool_name": "Bash", "tool_input": {"command": "ls"}});
     assert_eq!(tool_call(&no_id), Err(PayloadError::Missing("tool_use_id")));
+    // A patch whose files cannot be read is never judged without them.
+    let blind = serde_json::json!({"tool_name": "apply_patch", "tool_use_id": "c",
+        "tool_input": {"command": "*** Begin Patch\n*** Frobnicate: x\n*** End Patch"}});
+    assert_eq!(
+        tool_call(&blind),
+        Err(PayloadError::Unreadable(
+            "apply_patch",
+            "the patch names no file"
+        ))
+    );
 }

@@ -20,6 +20,10 @@ pub enum PayloadError {
     /// A field every tool payload carries is missing or not text.
     #[error("the hook payload has no {0}")]
     Missing(&'static str),
+    /// The input cannot be read into what rules judge (a patch that names no file):
+    /// judging it without its files could let an allow rule through.
+    #[error("the {0} input cannot be read: {1}")]
+    Unreadable(&'static str, &'static str),
 }
 
 /// The request for a `PreToolUse` (or `PostToolUse`) payload.
@@ -59,7 +63,15 @@ pub fn tool_call(payload: &Value) -> Result<ToolCallRequest, PayloadError> {
         "Glob" | "Grep" | "LS" => request.path = field("path"),
         "WebFetch" => request.url = field("url"),
         // Codex's file edits: the patch names every file it adds, changes, deletes or moves.
-        "apply_patch" => request.paths = patch_paths(&field("command")),
+        "apply_patch" => {
+            request.paths = patch_paths(&field("command"));
+            if request.paths.is_empty() {
+                return Err(PayloadError::Unreadable(
+                    "apply_patch",
+                    "the patch names no file",
+                ));
+            }
+        }
         _ => {}
     }
     Ok(request)
