@@ -135,6 +135,68 @@ async fn a_session_judges_the_resolved_path_too_and_logs_it() {
 }
 
 #[tokio::test]
+async fn evaluate_takes_what_a_session_takes_and_no_more() {
+    let server = TestServer::start().await;
+    let mut policy = PolicyServiceClient::new(server.channel().await);
+    let over = "x".repeat(64 * 1024 + 1);
+    for (field, request) in [
+        (
+            "command",
+            pb::EvaluateRequest {
+                command: over.clone(),
+                ..Default::default()
+            },
+        ),
+        (
+            "input",
+            pb::EvaluateRequest {
+                input: over.clone(),
+                ..Default::default()
+            },
+        ),
+        (
+            "url",
+            pb::EvaluateRequest {
+                url: over.clone(),
+                ..Default::default()
+            },
+        ),
+    ] {
+        let request = pb::EvaluateRequest {
+            tool: "Bash".into(),
+            ..request
+        };
+        let err = policy.evaluate(request).await.unwrap_err();
+        assert_eq!(err.code(), tonic::Code::InvalidArgument);
+        assert_eq!(
+            err.message(),
+            format!("{field}: at most 65536 bytes, got 65537")
+        );
+    }
+    let many = pb::EvaluateRequest {
+        tool: "Edit".into(),
+        paths: vec!["a".into(); 1025],
+        ..Default::default()
+    };
+    let err = policy.evaluate(many).await.unwrap_err();
+    assert_eq!(err.message(), "paths: at most 1024 entries, got 1025");
+    let multi = pb::EvaluateRequest {
+        profile: TRUSTED.into(),
+        tool: "Edit".into(),
+        paths: vec!["src/a.rs".into(), "/etc/passwd".into()],
+        workspace_root: "/work/repo".into(),
+        ..Default::default()
+    };
+    let verdict = policy.evaluate(multi).await.unwrap().into_inner();
+    assert_ne!(
+        verdict.decision(),
+        pb::Decision::Allow,
+        "{}",
+        verdict.reason
+    );
+}
+
+#[tokio::test]
 async fn evaluate_judges_the_resolved_path_too() {
     let server = TestServer::start().await;
     let mut policy = PolicyServiceClient::new(server.channel().await);

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use tonic::{Request, Response, Status};
 
-use crate::grpc::convert::bounded_paths;
+use crate::grpc::convert::{bounded_paths, MAX_TEXT_BYTES};
 use crate::grpc::pb;
 use crate::policy::{
     evaluate_off_runtime, CompiledProfile, ProfileRegistry, ToolCall, DEFAULT_PROFILE,
@@ -64,6 +64,23 @@ impl pb::policy_service_server::PolicyService for PolicyApi {
         let request = request.into_inner();
         if request.tool.is_empty() {
             return Err(Status::invalid_argument("tool: required"));
+        }
+        // The same caps as a session's requests: a dry run judges exactly what a live
+        // call could carry, and no more.
+        for (field, text) in [
+            ("command", &request.command),
+            ("path", &request.path),
+            ("resolved_path", &request.resolved_path),
+            ("url", &request.url),
+            ("input", &request.input),
+            ("workspace_root", &request.workspace_root),
+        ] {
+            if text.len() > MAX_TEXT_BYTES {
+                return Err(Status::invalid_argument(format!(
+                    "{field}: at most {MAX_TEXT_BYTES} bytes, got {}",
+                    text.len()
+                )));
+            }
         }
         let profile = self.profile(&request.profile)?;
         let paths = bounded_paths(request.paths.clone())?;
