@@ -412,7 +412,11 @@ async fn a_failed_gate_with_rollback_fails_the_run() {
     let run_id = server.start_run("headless-safe-sandbox").await;
     let (mut worker, _) = Worker::attach(&server, &run_id).await;
     worker.complete().await;
-    assert!(matches!(worker.recv().await, Out::QualityGateRequest(_)));
+    match worker.recv().await {
+        // The worker is told up front that a failure means restoring the workspace.
+        Out::QualityGateRequest(gate) => assert!(gate.rollback_on_fail),
+        other => panic!("expected a gate request, got {other:?}"),
+    }
     worker
         .send(In::QualityGateResult(pb::QualityGateResult {
             tests_passed: Some(false),
@@ -432,7 +436,9 @@ async fn a_failed_gate_without_rollback_completes_with_the_error_noted() {
     let (mut worker, _) = Worker::attach(&server, &run_id).await;
     worker.complete().await;
     match worker.recv().await {
-        Out::QualityGateRequest(gate) => assert!(gate.run_tests && !gate.run_lint),
+        Out::QualityGateRequest(gate) => {
+            assert!(gate.run_tests && !gate.run_lint && !gate.rollback_on_fail)
+        }
         other => panic!("expected a gate request, got {other:?}"),
     }
     worker

@@ -139,6 +139,7 @@ impl RunActor {
                     run_lint: gate.require_lint_pass,
                     test_command: gate.test_command.clone(),
                     lint_command: gate.lint_command.clone(),
+                    rollback_on_fail: gate.rollback_on_gate_fail,
                 })
             }
             Phase::Delivering => Some(Push::Deliver {

@@ -157,6 +157,8 @@ pub enum Push {
         test_command: String,
         /// The lint command, empty for the worker's default.
         lint_command: String,
+        /// Whether a failed gate fails the run and the worker restores the workspace.
+        rollback_on_fail: bool,
     },
     /// Deliver the changes.
     Deliver {

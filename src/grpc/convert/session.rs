@@ -117,11 +117,13 @@ pub fn coordinator_message(push: Push) -> Option<pb::CoordinatorMessage> {
             run_lint,
             test_command,
             lint_command,
+            rollback_on_fail,
         } => Out::QualityGateRequest(pb::QualityGateRequest {
             run_tests,
             run_lint,
             test_command,
             lint_command,
+            rollback_on_fail,
         }),
         Push::Deliver {
             mode,
