@@ -145,3 +145,49 @@ fn a_stop_the_worker_cannot_hear_does_not_keep_the_agent_going() {
     assert!(text(&output.stderr).starts_with("runplane: cannot reach the worker at"));
     assert!(!text(&output.stderr).contains("blocked"));
 }
+
+/// The worker's side of the socket (`worker::hook_server`) with the real hook binary: the
+/// handler's answer reaches the agent, and a request it cannot answer blocks the tool.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_hook_server_answers_through_the_real_hook() {
+    use runplane::worker::hook_server::{Handler, HookServer};
+    use runplane::worker::hook_wire::{Agent, HookAnswer};
+    use std::sync::Arc;
+
+    let dir = tempfile::tempdir().unwrap();
+    let handler: Handler = Arc::new(|request| {
+        Box::pin(async move {
+            assert_eq!(request.agent, Agent::ClaudeCode);
+            match request.payload["tool_input"]["command"].as_str() {
+                Some(command) if command.starts_with("touch") => Ok(HookAnswer {
+                    decision: Some("deny".into()),
+                    reason: format!("no {command}"),
+                }),
+                _ => Err("cannot judge this".to_string()),
+            }
+        })
+    });
+    let server = HookServer::bind(&dir.path().join("hooks.sock"), handler).unwrap();
+    let socket = server.path().to_path_buf();
+    let denied = tokio::task::spawn_blocking({
+        let socket = socket.clone();
+        move || hook(&socket, PRE_TOOL_USE)
+    })
+    .await
+    .unwrap();
+    assert_eq!(denied.status.code(), Some(0));
+    assert!(text(&denied.stdout)
+        .contains("\"permissionDecisionReason\":\"no touch /tmp/probe_bash && echo made\""));
+    let other = PRE_TOOL_USE.replace("touch /tmp/probe_bash && echo made", "ls");
+    let blocked = tokio::task::spawn_blocking(move || hook(&socket, &other))
+        .await
+        .unwrap();
+    assert_eq!(blocked.status.code(), Some(2));
+    assert!(
+        text(&blocked.stderr).ends_with("the tool is blocked\n"),
+        "{}",
+        text(&blocked.stderr)
+    );
+    drop(server);
+    assert!(!dir.path().join("hooks.sock").exists());
+}

@@ -4,6 +4,7 @@
 
 pub mod gate;
 pub mod git;
+pub mod hook_server;
 pub mod hook_wire;
 pub mod process;
 pub mod tools;
