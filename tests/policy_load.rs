@@ -122,7 +122,7 @@ fn unknown_fields_are_named() {
     assert_eq!(
         load_error(&[("x.toml", rule)]),
         "DIR/x.toml: rules[1].pathallow: unknown field (expected one of specifier, decision, \
-         path_allow, path_deny, command_allow, command_deny)"
+         path_allow, path_deny, command_allow, command_deny, domain_allow, domain_deny, input_match)"
     );
     assert_eq!(
         load_error(&[("x.toml", "name = \"x\"\nmodes = \"plan\"")]),

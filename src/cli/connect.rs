@@ -95,18 +95,23 @@ pub fn resolve_token(flag: Option<&str>, file: &Path) -> anyhow::Result<Option<S
 /// the address) rather than as an opaque UNAVAILABLE from the first call.
 pub async fn connect(client: &ClientArgs) -> anyhow::Result<AuthChannel> {
     let bearer = Bearer::new(token(client)?.as_deref())?;
-    let server = &client.server;
+    let channel = channel(&client.server, client.ca_cert.as_ref()).await?;
+    Ok(InterceptedService::new(channel, bearer))
+}
+
+/// A connection to `server`, over TLS trusting `ca_cert` when one is given.
+pub async fn channel(server: &str, ca_cert: Option<&PathBuf>) -> anyhow::Result<Channel> {
     let mut endpoint = Endpoint::from_shared(server.to_string())
         .with_context(|| format!("--server: invalid URL {server:?}"))?
         .connect_timeout(CONNECT_TIMEOUT);
-    if let Some(ca) = &client.ca_cert {
+    if let Some(ca) = ca_cert {
         endpoint = endpoint
             .tls_config(tls_config(ca)?)
             .context("--ca-cert: cannot set up TLS")?;
     } else if server.starts_with("https://") {
         anyhow::bail!("--server {server} is https: pass --ca-cert with the CA that signed it");
     }
-    let channel = endpoint.connect().await.map_err(|err| {
+    endpoint.connect().await.map_err(|err| {
         // The transport's chain repeats itself ("tcp connect error: tcp connect error");
         // its last link is the one that says what happened.
         let mut cause: &dyn std::error::Error = &err;
@@ -117,8 +122,7 @@ pub async fn connect(client: &ClientArgs) -> anyhow::Result<AuthChannel> {
             "cannot connect to the runplane server at {server}: {cause} \
              (is `runplane serve` running there? set --server or RUNPLANE_SERVER)"
         )
-    })?;
-    Ok(InterceptedService::new(channel, bearer))
+    })
 }
 
 fn tls_config(ca: &PathBuf) -> anyhow::Result<ClientTlsConfig> {

@@ -13,6 +13,7 @@ mod policy;
 mod runs;
 pub mod serve;
 mod tokens;
+mod work;
 
 use std::future::Future;
 use std::process::ExitCode;
@@ -73,6 +74,9 @@ pub enum Command {
     /// tool on any failure.
     #[command(hide = true)]
     Hook(hook::HookArgs),
+    /// Run a coding agent (Claude Code) as the worker of a run: its tool calls are decided
+    /// by the run's policy through the agent's hooks, failing closed.
+    Work(work::WorkArgs),
     /// Inspect policy profiles and decide tool calls offline, as the server would.
     Policy {
         /// The policy command.
@@ -143,6 +147,7 @@ pub fn run(cli: Cli) -> ExitCode {
             block_on(async move { report(tokens::run(&client, command).await) })
         }
         Command::Hook(args) => hook::run(args),
+        Command::Work(args) => block_on(work::run(args)),
         // Offline, synchronous: no runtime needed.
         Command::Policy { command } => policy::run(command),
     }

@@ -1,0 +1,227 @@
+//! `runplane work`, the real binary, running an agent that keeps Claude Code's hook
+//! contract (`tests/agents/fake_claude.py`, since no model is at hand) against a real
+//! server: allowed tools run and their results are logged, a denied one does not run, an
+//! ask waits for the operator, and the gate and a local commit happen for real with git.
+
+mod common;
+
+use std::path::Path;
+use std::process::Stdio;
+
+use common::*;
+use runplane::grpc::pb;
+
+const PROFILE: &str = r#"
+name = "work"
+mode = "default"
+
+[[rules]]
+specifier = { tool = "Bash" }
+decision = "deny"
+command_allow = ["rm"]
+
+[[rules]]
+specifier = { tool = "Bash" }
+decision = "allow"
+command_allow = ["git status", "echo"]
+
+[[rules]]
+specifier = { tool = "Write" }
+decision = "allow"
+path_allow = ["src/**"]
+
+[quality_gate]
+require_tests_pass = true
+test_command = "test -f src/lib.rs"
+rollback_on_gate_fail = true
+"#;
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+fn repo() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    git(d, &["init", "-q", "-b", "main"]);
+    git(d, &["config", "user.email", "dev@example.com"]);
+    git(d, &["config", "user.name", "Dev"]);
+    std::fs::create_dir_all(d.join("build")).unwrap();
+    std::fs::write(d.join("build/keep"), "x\n").unwrap();
+    std::fs::create_dir_all(d.join("src")).unwrap();
+    std::fs::write(d.join("README"), "r\n").unwrap();
+    git(d, &["add", "-A"]);
+    git(d, &["commit", "-q", "-m", "start"]);
+    dir
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_agent_under_runplane_work_is_judged_held_gated_and_delivered() {
+    let server = TestServer::with(Options {
+        policy: Some(PROFILE.into()),
+        ..Options::default()
+    })
+    .await;
+    let run_id = server
+        .start_delivering_run("work", pb::DeliverMode::CommitLocal)
+        .await;
+    let repo = repo();
+    let workspace = std::fs::canonicalize(repo.path()).unwrap();
+    let env_file = workspace.join(".env");
+    let script = serde_json::json!([
+        {"name": "Bash", "input": {"command": "git status"}},
+        {"name": "Bash", "input": {"command": "git status && rm -rf build"}},
+        {"name": "Write", "input": {"file_path": workspace.join("src/lib.rs"), "content": "pub fn f() {}\n"}},
+        {"name": "Write", "input": {"file_path": env_file, "content": "K=V\n"}},
+    ]);
+    let script_file = repo.path().join(".git/script.json");
+    std::fs::write(&script_file, script.to_string()).unwrap();
+    let agent = format!("{}/tests/agents/fake_claude.py", env!("CARGO_MANIFEST_DIR"));
+    let worker = tokio::process::Command::new(env!("CARGO_BIN_EXE_runplane"))
+        .args(["work", "--run", &run_id, "--hook-timeout", "30", "--server"])
+        .arg(format!("http://{}", server.addr))
+        .arg("--workspace")
+        .arg(&workspace)
+        .args(["--", "python3", &agent, "-p", "do it"])
+        .env("RUNPLANE_WORKER_TOKEN", server.worker_token(&run_id))
+        .env("FAKE_AGENT_SCRIPT", &script_file)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+
+    // The .env write asks: the operator allows it.
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    let ask = loop {
+        if let Some(ask) = server.pending_asks(&run_id).await.pop() {
+            break ask;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "no ask arrived");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    let asked = ask.request.unwrap();
+    assert_eq!(
+        (asked.tool.as_str(), asked.call_id.as_str()),
+        ("Write", "toolu_0003")
+    );
+    assert!(
+        asked.input.contains("K=V"),
+        "the operator sees the whole input: {}",
+        asked.input
+    );
+    server
+        .runs()
+        .await
+        .resolve_ask(pb::ResolveAskRequest {
+            run_id: run_id.clone(),
+            call_id: "toolu_0003".into(),
+            decision: pb::Decision::Allow as i32,
+            reason: "fine".into(),
+            resolver: String::new(),
+        })
+        .await
+        .unwrap();
+
+    let output = tokio::time::timeout(
+        std::time::Duration::from_secs(60),
+        worker.wait_with_output(),
+    )
+    .await
+    .expect("runplane work finishes")
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "stdout: {stdout}\nstderr: {stderr}"
+    );
+    let ran: Vec<bool> = stdout
+        .lines()
+        .map(|line| {
+            serde_json::from_str::<serde_json::Value>(line).unwrap()["ran"]
+                .as_bool()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(ran, [true, false, true, true], "{stdout}");
+    assert!(
+        workspace.join("build/keep").exists(),
+        "the denied rm did not run"
+    );
+
+    let run = server.get_run(&run_id).await;
+    assert_eq!(status(&run), pb::RunStatus::Completed, "{}", run.error);
+    assert_eq!(run.output, "All done.");
+    // Delivered as a local commit holding the agent's files.
+    assert_eq!(git(&workspace, &["status", "--porcelain"]), "");
+    let files = git(&workspace, &["show", "--name-only", "--format=", "HEAD"]);
+    assert_eq!(files.lines().collect::<Vec<_>>(), [".env", "src/lib.rs"]);
+    let events = server.events(&run_id).await;
+    let count = |kind: &str| events.iter().filter(|e| e.r#type == kind).count();
+    assert_eq!(count("run.toolcall.denied"), 1);
+    assert_eq!(count("run.toolcall.result"), 3);
+    assert_eq!(count("run.qualitygate.passed"), 1);
+    assert_eq!(count("run.delivery.succeeded"), 1);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cancel_stops_the_agent_at_once() {
+    let server = TestServer::with(Options {
+        policy: Some(PROFILE.into()),
+        ..Options::default()
+    })
+    .await;
+    let run_id = server.start_run("work").await;
+    let repo = repo();
+    let workspace = std::fs::canonicalize(repo.path()).unwrap();
+    // `sleep` has no rule: the call is asked, and the agent waits in its hook.
+    let script = serde_json::json!([{"name": "Bash", "input": {"command": "sleep 30"}}]);
+    let script_file = repo.path().join(".git/script.json");
+    std::fs::write(&script_file, script.to_string()).unwrap();
+    let agent = format!("{}/tests/agents/fake_claude.py", env!("CARGO_MANIFEST_DIR"));
+    let mut worker = tokio::process::Command::new(env!("CARGO_BIN_EXE_runplane"))
+        .args(["work", "--run", &run_id, "--hook-timeout", "60", "--server"])
+        .arg(format!("http://{}", server.addr))
+        .arg("--workspace")
+        .arg(&workspace)
+        .args(["--", "python3", &agent])
+        .env("RUNPLANE_WORKER_TOKEN", server.worker_token(&run_id))
+        .env("FAKE_AGENT_SCRIPT", &script_file)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    while server.pending_asks(&run_id).await.is_empty() {
+        assert!(tokio::time::Instant::now() < deadline, "no ask arrived");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    server
+        .runs()
+        .await
+        .cancel_run(pb::CancelRunRequest {
+            run_id: run_id.clone(),
+            reason: "stop".into(),
+        })
+        .await
+        .unwrap();
+    let exited = tokio::time::timeout(std::time::Duration::from_secs(5), worker.wait())
+        .await
+        .expect("the worker and its agent are gone within 5 s")
+        .unwrap();
+    assert!(!exited.success(), "a cancelled run is not a success");
+    assert_eq!(
+        status(&server.get_run(&run_id).await),
+        pb::RunStatus::Cancelled
+    );
+}
