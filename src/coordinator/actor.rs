@@ -481,7 +481,7 @@ impl RunActor {
     fn stop_after_store_failure(&mut self, error: &StoreError) {
         warn!(%error, "store write failed; the run's actor stops and is restored from the store");
         self.close_session(CloseReason::Internal(error.to_string()));
-        super::restore_later(Arc::clone(&self.shared), self.run.id.clone());
+        super::restore::restore_later(Arc::clone(&self.shared), self.run.id.clone());
     }
 }
 

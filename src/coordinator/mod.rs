@@ -576,34 +576,6 @@ impl Coordinator {
     }
 }
 
-/// First wait before restoring a run whose actor stopped on a store failure.
-const RESTORE_BACKOFF: Duration = Duration::from_secs(1);
-/// Longest wait between restore attempts while the store keeps failing.
-const RESTORE_BACKOFF_MAX: Duration = Duration::from_secs(30);
-
-/// Restores a run whose actor stopped because a store write failed: its in-memory state
-/// was dropped, and without an actor its timers (grace, time limit, ask timeouts) would not
-/// run. Retries with backoff until the run is running again, is over, or the server stops.
-fn restore_later(shared: Arc<Shared>, run_id: String) {
-    let coordinator = Coordinator { shared };
-    tokio::spawn(async move {
-        let mut wait = RESTORE_BACKOFF;
-        loop {
-            tokio::time::sleep(wait).await;
-            match coordinator.live_actor(&run_id).await {
-                Ok(_) => return info!(%run_id, "run restored after a store failure"),
-                Err(
-                    CoordinatorError::Unavailable
-                    | CoordinatorError::NotFound(_)
-                    | CoordinatorError::FailedPrecondition(_),
-                ) => return,
-                Err(err) => warn!(%run_id, error = %err, "restoring the run failed; retrying"),
-            }
-            wait = (wait * 2).min(RESTORE_BACKOFF_MAX);
-        }
-    });
-}
-
 /// What a run's actor starts from: a new run, or one restored from the store.
 struct ActorState {
     run: Run,

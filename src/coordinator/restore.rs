@@ -1,11 +1,16 @@
 //! Rebuilds a run's actor state from what the store holds: the run row, the stall tracker,
-//! and the event log (the record of every decided call).
+//! and the event log (the record of every decided call); and restoring a run whose actor
+//! stopped on a store failure, with backoff.
 
 use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use tracing::{info, warn};
 
 use super::actor::{AskWait, CallState};
+use super::{Coordinator, CoordinatorError, Shared};
 use crate::domain::Decision;
 use crate::store::Event;
 
@@ -87,4 +92,32 @@ pub(super) fn decode_paths(text: &str) -> Vec<String> {
         return Vec::new();
     }
     serde_json::from_str(text).unwrap_or_else(|_| vec![format!("\u{0}unreadable:{text}")])
+}
+
+/// First wait before restoring a run whose actor stopped on a store failure.
+const RESTORE_BACKOFF: Duration = Duration::from_secs(1);
+/// Longest wait between restore attempts while the store keeps failing.
+const RESTORE_BACKOFF_MAX: Duration = Duration::from_secs(30);
+
+/// Restores a run whose actor stopped because a store write failed: its in-memory state
+/// was dropped, and without an actor its timers (grace, time limit, ask timeouts) would not
+/// run. Retries with backoff until the run is running again, is over, or the server stops.
+pub(super) fn restore_later(shared: Arc<Shared>, run_id: String) {
+    let coordinator = Coordinator { shared };
+    tokio::spawn(async move {
+        let mut wait = RESTORE_BACKOFF;
+        loop {
+            tokio::time::sleep(wait).await;
+            match coordinator.live_actor(&run_id).await {
+                Ok(_) => return info!(%run_id, "run restored after a store failure"),
+                Err(
+                    CoordinatorError::Unavailable
+                    | CoordinatorError::NotFound(_)
+                    | CoordinatorError::FailedPrecondition(_),
+                ) => return,
+                Err(err) => warn!(%run_id, error = %err, "restoring the run failed; retrying"),
+            }
+            wait = (wait * 2).min(RESTORE_BACKOFF_MAX);
+        }
+    });
 }

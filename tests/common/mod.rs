@@ -19,6 +19,7 @@ use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
 use tonic::{Status, Streaming};
 
+pub use pb::access_service_client::AccessServiceClient;
 pub use pb::run_service_client::RunServiceClient;
 pub use pb::worker_service_client::WorkerServiceClient;
 
@@ -160,6 +161,53 @@ impl TestServer {
     /// Workers carry their token in `Attach.token`, so their connection has none.
     pub async fn workers(&self) -> WorkerServiceClient<Channel> {
         WorkerServiceClient::new(self.raw_channel().await)
+    }
+
+    /// Calls the access service as the admin.
+    pub async fn admin_call<T>(
+        &self,
+        f: impl AsyncFnOnce(AccessServiceClient<AuthChannel>) -> T,
+    ) -> T {
+        f(AccessServiceClient::new(self.channel().await)).await
+    }
+
+    /// Makes an operator token (as the admin) and returns its secret.
+    pub async fn create_token(&self, name: &str, role: pb::Role, teams: &[&str]) -> String {
+        self.admin_call(async |mut access| {
+            access
+                .create_token(pb::CreateTokenRequest {
+                    name: name.into(),
+                    role: role as i32,
+                    teams: teams.iter().map(|t| t.to_string()).collect(),
+                    projects: Vec::new(),
+                })
+                .await
+                .unwrap()
+                .into_inner()
+                .secret
+        })
+        .await
+    }
+
+    /// Starts a run of `team` under `profile` (as the admin) and returns its id.
+    pub async fn start_team_run(&self, team: &str, profile: &str) -> String {
+        let response = self
+            .runs()
+            .await
+            .start_run(pb::StartRequest {
+                task_id: "task-1".into(),
+                agent_id: "agent-1".into(),
+                project_id: "proj-1".into(),
+                team_id: team.into(),
+                policy_profile: profile.into(),
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        let run_id = response.run.unwrap().id;
+        self.remember_worker_token(&run_id, &response.worker_token);
+        run_id
     }
 
     /// The worker token `StartRun` returned for a run started through this harness.
