@@ -500,3 +500,34 @@ path_allow = ["ask/**"]
 "#
     )
 }
+
+/// Runs git in `dir` and returns its trimmed stdout; panics with git's stderr on failure.
+pub fn git(dir: &std::path::Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// A repository with one commit (`README`, `build/keep`, an empty `src/`), for workers.
+pub fn git_repo() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    git(d, &["init", "-q", "-b", "main"]);
+    git(d, &["config", "user.email", "dev@example.com"]);
+    git(d, &["config", "user.name", "Dev"]);
+    std::fs::create_dir_all(d.join("build")).unwrap();
+    std::fs::write(d.join("build/keep"), "x\n").unwrap();
+    std::fs::create_dir_all(d.join("src")).unwrap();
+    std::fs::write(d.join("README"), "r\n").unwrap();
+    git(d, &["add", "-A"]);
+    git(d, &["commit", "-q", "-m", "start"]);
+    dir
+}

@@ -1,0 +1,265 @@
+//! `runplane work` with the real Claude Code 2.1.328 (`RUNPLANE_CLAUDE_BIN`, which
+//! `.ci/run` installs from npm into `target/agents`), driven by the scripted model
+//! stand-in `tests/agents/fake_anthropic.py`: Claude Code's own hook machinery decides
+//! through runplane. Without `RUNPLANE_CLAUDE_BIN` each test says so and stops.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Output, Stdio};
+use std::time::Duration;
+
+use common::*;
+use runplane::grpc::pb;
+
+/// Bash `git status`/`echo` allowed, `rm` denied, writes under src/ allowed; everything
+/// else (a write of .env, `touch`) is asked. No gate: the runs end when the agent does.
+const PROFILE: &str = r#"
+name = "claude"
+mode = "default"
+
+[[rules]]
+specifier = { tool = "Bash" }
+decision = "deny"
+command_allow = ["rm"]
+
+[[rules]]
+specifier = { tool = "Bash" }
+decision = "allow"
+command_allow = ["git status", "echo"]
+
+[[rules]]
+specifier = { tool = "Write" }
+decision = "allow"
+path_allow = ["src/**"]
+"#;
+
+/// A run under `runplane work -- claude -p …` with a model that plays `script`.
+struct ClaudeRun {
+    worker: tokio::process::Child,
+    _model: tokio::process::Child,
+    _scratch: tempfile::TempDir,
+}
+
+impl ClaudeRun {
+    async fn start(
+        claude: &str,
+        server: &TestServer,
+        run_id: &str,
+        workspace: &Path,
+        script: serde_json::Value,
+        hook_timeout: u64,
+    ) -> ClaudeRun {
+        let scratch = tempfile::tempdir().unwrap();
+        let script_file = scratch.path().join("script.json");
+        std::fs::write(&script_file, script.to_string()).unwrap();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let stand_in = format!(
+            "{}/tests/agents/fake_anthropic.py",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let model = tokio::process::Command::new("python3")
+            .arg(&stand_in)
+            .arg(port.to_string())
+            .arg(&script_file)
+            .arg(scratch.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        while tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_err()
+        {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the model stand-in did not start"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let home = scratch.path().join("home");
+        std::fs::create_dir_all(&home).unwrap();
+        let worker = tokio::process::Command::new(env!("CARGO_BIN_EXE_runplane"))
+            .args([
+                "work",
+                "--run",
+                run_id,
+                "--hook-timeout",
+                &hook_timeout.to_string(),
+            ])
+            .arg("--server")
+            .arg(format!("http://{}", server.addr))
+            .arg("--workspace")
+            .arg(workspace)
+            .args([
+                "--",
+                claude,
+                "-p",
+                "do it",
+                "--output-format",
+                "stream-json",
+                "--verbose",
+            ])
+            .env("RUNPLANE_WORKER_TOKEN", server.worker_token(run_id))
+            .env("HOME", &home)
+            .env("ANTHROPIC_API_KEY", "dummy")
+            .env("ANTHROPIC_BASE_URL", format!("http://127.0.0.1:{port}"))
+            .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        ClaudeRun {
+            worker,
+            _model: model,
+            _scratch: scratch,
+        }
+    }
+
+    async fn finish(self) -> Output {
+        tokio::time::timeout(Duration::from_secs(120), self.worker.wait_with_output())
+            .await
+            .expect("runplane work finishes")
+            .unwrap()
+    }
+}
+
+fn claude() -> Option<String> {
+    let found = std::env::var("RUNPLANE_CLAUDE_BIN").ok();
+    if found.is_none() {
+        eprintln!("RUNPLANE_CLAUDE_BIN is not set: skipped (.ci/run sets it)");
+    }
+    found
+}
+
+async fn server_and_run(mode: pb::DeliverMode) -> (TestServer, String, tempfile::TempDir, PathBuf) {
+    let server = TestServer::with(Options {
+        policy: Some(PROFILE.into()),
+        ..Options::default()
+    })
+    .await;
+    let run_id = server.start_delivering_run("claude", mode).await;
+    let repo = git_repo();
+    let workspace = std::fs::canonicalize(repo.path()).unwrap();
+    (server, run_id, repo, workspace)
+}
+
+fn assert_success(output: &Output) {
+    assert!(
+        output.status.success(),
+        "stdout: {}\nstderr: {}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn allowed_calls_run_a_denied_one_does_not_and_the_work_is_delivered() {
+    let Some(claude) = claude() else { return };
+    let (server, run_id, _repo, workspace) = server_and_run(pb::DeliverMode::CommitLocal).await;
+    let script = serde_json::json!([
+        {"name": "Bash", "input": {"command": "git status", "description": "status"}},
+        {"name": "Bash", "input": {"command": "git status && rm -rf build", "description": "clean"}},
+        {"name": "Write", "input": {"file_path": workspace.join("src/lib.rs"), "content": "pub fn f() {}\n"}},
+    ]);
+    let output = ClaudeRun::start(&claude, &server, &run_id, &workspace, script, 60)
+        .await
+        .finish()
+        .await;
+    assert_success(&output);
+    assert!(
+        workspace.join("build/keep").exists(),
+        "the denied rm did not run"
+    );
+    let run = server.get_run(&run_id).await;
+    assert_eq!(status(&run), pb::RunStatus::Completed, "{}", run.error);
+    let events = server.events(&run_id).await;
+    let denied: Vec<&str> = events
+        .iter()
+        .filter(|e| e.r#type == "run.toolcall.denied")
+        .map(|e| e.attributes["command"].as_str())
+        .collect();
+    assert_eq!(denied, ["git status && rm -rf build"]);
+    let results = events
+        .iter()
+        .filter(|e| e.r#type == "run.toolcall.result")
+        .count();
+    assert_eq!(results, 2, "git status and the write ran and were reported");
+    assert_eq!(
+        git(&workspace, &["show", "--name-only", "--format=", "HEAD"]),
+        "src/lib.rs"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_ask_waits_for_the_operator_who_allows_one_write_and_denies_another() {
+    let Some(claude) = claude() else { return };
+    let (server, run_id, _repo, workspace) = server_and_run(pb::DeliverMode::Unspecified).await;
+    let script = serde_json::json!([
+        {"name": "Write", "input": {"file_path": workspace.join(".env"), "content": "K=V\n"}},
+        {"name": "Write", "input": {"file_path": workspace.join("secrets.txt"), "content": "s\n"}},
+    ]);
+    let run = ClaudeRun::start(&claude, &server, &run_id, &workspace, script, 60).await;
+    for (file, decision) in [
+        (".env", pb::Decision::Allow),
+        ("secrets.txt", pb::Decision::Deny),
+    ] {
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        let ask = loop {
+            if let Some(ask) = server.pending_asks(&run_id).await.pop() {
+                break ask.request.unwrap();
+            }
+            assert!(tokio::time::Instant::now() < deadline, "no ask for {file}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        assert!(ask.path.ends_with(file), "{}", ask.path);
+        assert!(
+            !workspace.join(file).exists(),
+            "{file} waits for the operator"
+        );
+        server
+            .runs()
+            .await
+            .resolve_ask(pb::ResolveAskRequest {
+                run_id: run_id.clone(),
+                call_id: ask.call_id,
+                decision: decision as i32,
+                reason: "operator".into(),
+                resolver: String::new(),
+            })
+            .await
+            .unwrap();
+    }
+    assert_success(&run.finish().await);
+    assert_eq!(
+        std::fs::read_to_string(workspace.join(".env")).unwrap(),
+        "K=V\n"
+    );
+    assert!(
+        !workspace.join("secrets.txt").exists(),
+        "the denied write did not happen"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_hook_with_no_answer_in_time_blocks_the_tool() {
+    let Some(claude) = claude() else { return };
+    let (server, run_id, _repo, workspace) = server_and_run(pb::DeliverMode::Unspecified).await;
+    // `touch` is asked and nobody answers: the hook's deadline (2 s) passes first.
+    let script = serde_json::json!([
+        {"name": "Bash", "input": {"command": "touch marker", "description": "probe"}},
+    ]);
+    let output = ClaudeRun::start(&claude, &server, &run_id, &workspace, script, 2)
+        .await
+        .finish()
+        .await;
+    assert_success(&output);
+    assert!(!workspace.join("marker").exists(), "the tool did not run");
+}
