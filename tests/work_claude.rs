@@ -263,3 +263,62 @@ async fn a_hook_with_no_answer_in_time_blocks_the_tool() {
     assert_success(&output);
     assert!(!workspace.join("marker").exists(), "the tool did not run");
 }
+
+/// Waits until the run has a pending ask.
+async fn until_asked(server: &TestServer, run_id: &str) {
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    while server.pending_asks(run_id).await.is_empty() {
+        assert!(tokio::time::Instant::now() < deadline, "no ask arrived");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cancel_ends_claude_code_within_five_seconds() {
+    let Some(claude) = claude() else { return };
+    let (server, run_id, _repo, workspace) = server_and_run(pb::DeliverMode::Unspecified).await;
+    let script = serde_json::json!([
+        {"name": "Bash", "input": {"command": "touch marker", "description": "probe"}},
+    ]);
+    let run = ClaudeRun::start(&claude, &server, &run_id, &workspace, script, 60).await;
+    until_asked(&server, &run_id).await;
+    server
+        .runs()
+        .await
+        .cancel_run(pb::CancelRunRequest {
+            run_id: run_id.clone(),
+            reason: "stop".into(),
+        })
+        .await
+        .unwrap();
+    let output = tokio::time::timeout(Duration::from_secs(5), run.finish())
+        .await
+        .expect("runplane work and Claude Code are gone within 5 s");
+    assert!(!output.status.success(), "a cancelled run is not a success");
+    assert!(
+        !workspace.join("marker").exists(),
+        "the held tool never ran"
+    );
+    assert_eq!(
+        status(&server.get_run(&run_id).await),
+        pb::RunStatus::Cancelled
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_server_that_goes_away_leaves_the_held_tool_unrun() {
+    let Some(claude) = claude() else { return };
+    let (mut server, run_id, _repo, workspace) = server_and_run(pb::DeliverMode::Unspecified).await;
+    let script = serde_json::json!([
+        {"name": "Bash", "input": {"command": "touch marker", "description": "probe"}},
+    ]);
+    let run = ClaudeRun::start(&claude, &server, &run_id, &workspace, script, 60).await;
+    until_asked(&server, &run_id).await;
+    server.stop().await;
+    let output = tokio::time::timeout(Duration::from_secs(30), run.finish())
+        .await
+        .expect("runplane work ends when its server is gone");
+    assert!(!output.status.success());
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(!workspace.join("marker").exists(), "the tool did not run");
+}

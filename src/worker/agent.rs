@@ -90,6 +90,31 @@ pub fn spawn(line: &[String], workspace: &Path) -> std::io::Result<Child> {
         .spawn()
 }
 
+/// Kills the agent's whole process group when dropped: however the worker ends (an error
+/// included), nothing the agent started outlives it.
+pub struct GroupGuard(Option<Pid>);
+
+impl GroupGuard {
+    /// Guards the group `child` leads.
+    pub fn new(child: &Child) -> GroupGuard {
+        GroupGuard(
+            child
+                .id()
+                .and_then(|id| i32::try_from(id).ok())
+                .map(Pid::from_raw),
+        )
+    }
+}
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        if let Some(group) = self.0 {
+            // Already gone is fine.
+            let _ = killpg(group, Signal::SIGKILL);
+        }
+    }
+}
+
 /// Stops the agent: SIGTERM to its group, then SIGKILL after `grace`.
 pub async fn stop(child: &mut Child, grace: Duration) {
     let Some(group) = child

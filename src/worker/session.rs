@@ -137,6 +137,7 @@ pub async fn work(channel: Channel, config: WorkConfig) -> Result<pb::Run, WorkE
         agent::command_line(config.agent, &config.command, &settings).map_err(WorkError::Local)?;
     let mut child = agent::spawn(&line, &config.workspace)
         .map_err(|e| WorkError::Local(format!("cannot start {:?}: {e}", config.command.first())))?;
+    let _group = agent::GroupGuard::new(&child);
     let mut agent_running = true;
     let mut rollback_on_fail = false;
     loop {
