@@ -221,19 +221,22 @@ async fn deliveries_make_a_patch_a_commit_or_a_pushed_branch() {
     assert!(matches!(err, GitError::Refused(_)), "{err}");
 }
 
-#[tokio::test]
-async fn a_branch_delivery_pushes_runplane_run_id_to_the_remote() {
+/// `repo()` with a bare repository as its `origin`.
+fn repo_with_remote() -> (tempfile::TempDir, tempfile::TempDir) {
     let remote = tempfile::tempdir().unwrap();
     git(remote.path(), &["init", "-q", "--bare"]);
     let dir = repo();
-    let d = dir.path();
-    git(
-        d,
-        &["remote", "add", "origin", remote.path().to_str().unwrap()],
-    );
-    let workspace = Workspace::new(d);
+    let origin = remote.path().to_str().unwrap();
+    git(dir.path(), &["remote", "add", "origin", origin]);
+    (remote, dir)
+}
+
+#[tokio::test]
+async fn a_branch_delivery_pushes_runplane_run_id_to_the_remote() {
+    let (remote, dir) = repo_with_remote();
+    let workspace = Workspace::new(dir.path());
     let start = workspace.start().await.unwrap();
-    agent_works(d);
+    agent_works(dir.path());
     let delivered = workspace
         .deliver(&start, DeliverMode::Branch, "feat: x", "run-7", "origin")
         .await
@@ -249,17 +252,10 @@ async fn a_pr_delivery_without_gh_fails_clearly_after_pushing_the_branch() {
     if has_gh {
         return; // this machine has gh: the failure path cannot be shown here
     }
-    let remote = tempfile::tempdir().unwrap();
-    git(remote.path(), &["init", "-q", "--bare"]);
-    let dir = repo();
-    let d = dir.path();
-    git(
-        d,
-        &["remote", "add", "origin", remote.path().to_str().unwrap()],
-    );
-    let workspace = Workspace::new(d);
+    let (remote, dir) = repo_with_remote();
+    let workspace = Workspace::new(dir.path());
     let start = workspace.start().await.unwrap();
-    agent_works(d);
+    agent_works(dir.path());
     let err = workspace
         .deliver(&start, DeliverMode::Pr, "feat: x", "run-8", "origin")
         .await

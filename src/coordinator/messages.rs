@@ -117,7 +117,7 @@ pub enum Push {
     Attached {
         /// The run now. Boxed, like `Finished`'s: a channel allocates its slots for the
         /// largest variant, and every session's outbound queue would otherwise pay for
-        /// an inline `Run` in each slot (DESIGN goal: a small idle session).
+        /// an inline `Run` in each slot (an idle session is meant to stay small).
         run: Box<Run>,
         /// Its limits.
         limits: TerminationCondition,

@@ -123,7 +123,7 @@ fn require_ids(task_id: &str, agent_id: &str, project_id: &str) -> Result<(), Va
 }
 
 impl StartRequest {
-    /// The seed's rules: task_id, agent_id and project_id are required.
+    /// The rules: task_id, agent_id and project_id are required.
     pub fn validate(&self) -> Result<(), ValidationError> {
         require_ids(&self.task_id, &self.agent_id, &self.project_id)
     }
@@ -160,7 +160,7 @@ impl Run {
         }
     }
 
-    /// The seed's rules: the three ids are required, step_count >= 0, cost_usd finite and >= 0.
+    /// The rules: the three ids are required, step_count >= 0, cost_usd finite and >= 0.
     pub fn validate(&self) -> Result<(), ValidationError> {
         require_ids(&self.task_id, &self.agent_id, &self.project_id)?;
         if self.step_count < 0 {

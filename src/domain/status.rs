@@ -46,7 +46,7 @@ impl Status {
         )
     }
 
-    /// The seed's transition table: to running from pending or running; to quality_gate from
+    /// The transition table: to running from pending or running; to quality_gate from
     /// running; to a terminal status from pending, running or quality_gate. Nothing returns
     /// to pending and nothing leaves a terminal status.
     pub fn can_transition(self, to: Status) -> bool {

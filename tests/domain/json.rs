@@ -46,7 +46,7 @@ fn full_run() -> Run {
 }
 
 #[test]
-fn finished_run_has_every_field_with_seed_names() {
+fn finished_run_has_every_field_with_its_api_name() {
     let value = serde_json::to_value(full_run()).unwrap();
     let Value::Object(map) = value else {
         panic!("a run is an object")
@@ -110,7 +110,7 @@ fn unknown_status_in_json_is_refused() {
 }
 
 #[test]
-fn tool_call_types_use_seed_names_and_omit_empty_fields() {
+fn tool_call_types_use_api_names_and_omit_empty_fields() {
     let req = ToolCallRequest {
         run_id: "r".into(),
         call_id: "c1".into(),

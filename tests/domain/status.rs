@@ -5,7 +5,7 @@ use Status::*;
 
 const TERMINAL: [Status; 4] = [Completed, Failed, Cancelled, Timeout];
 
-/// The seed's table, spelled out move by move.
+/// The transition table, spelled out move by move.
 fn allowed(from: Status, to: Status) -> bool {
     match to {
         Running => matches!(from, Pending | Running),
