@@ -232,3 +232,26 @@ fn every_method_in_the_api_has_an_access_rule() {
         None
     );
 }
+
+#[tokio::test]
+async fn a_store_that_cannot_answer_lets_nobody_in() {
+    use runplane::auth::{AuthError, AuthMode, Authenticator};
+    use runplane::domain::{Role, Scope};
+    use runplane::store::{RunStore, SqliteStore, SqliteStoreOptions};
+    use std::sync::Arc;
+
+    let dir = tempfile::tempdir().unwrap();
+    let store =
+        Arc::new(SqliteStore::open(SqliteStoreOptions::new(dir.path().join("db"))).unwrap());
+    let auth = Authenticator::new(Arc::clone(&store) as Arc<dyn RunStore>, AuthMode::On);
+    let (secret, _) = auth
+        .create_token("ops", Role::Admin, Scope::default(), chrono::Utc::now())
+        .await
+        .unwrap();
+    assert!(auth.authenticate(Some(secret.expose())).await.is_ok());
+    store.close();
+    let refused = auth.authenticate(Some(secret.expose())).await;
+    assert!(matches!(refused, Err(AuthError::Store(_))), "{refused:?}");
+    let status = runplane::grpc::access::auth_status(refused.unwrap_err());
+    assert_eq!(status.code(), Code::Unavailable);
+}
