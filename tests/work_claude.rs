@@ -5,10 +5,10 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::{Output, Stdio};
+use std::path::PathBuf;
 use std::time::Duration;
 
+use common::agents::{assert_success, next_ask, AgentRun, Kind, WorkOptions};
 use common::*;
 use runplane::grpc::pb;
 
@@ -34,111 +34,6 @@ decision = "allow"
 path_allow = ["src/**"]
 "#;
 
-/// A run under `runplane work -- claude -p …` with a model that plays `script`.
-struct ClaudeRun {
-    worker: tokio::process::Child,
-    _model: tokio::process::Child,
-    _scratch: tempfile::TempDir,
-}
-
-impl ClaudeRun {
-    async fn start(
-        claude: &str,
-        server: &TestServer,
-        run_id: &str,
-        workspace: &Path,
-        script: serde_json::Value,
-        hook_timeout: u64,
-    ) -> ClaudeRun {
-        let scratch = tempfile::tempdir().unwrap();
-        let script_file = scratch.path().join("script.json");
-        std::fs::write(&script_file, script.to_string()).unwrap();
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let stand_in = format!(
-            "{}/tests/agents/fake_anthropic.py",
-            env!("CARGO_MANIFEST_DIR")
-        );
-        let model = tokio::process::Command::new("python3")
-            .arg(&stand_in)
-            .arg(port.to_string())
-            .arg(&script_file)
-            .arg(scratch.path())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap();
-        let deadline = tokio::time::Instant::now() + PATIENCE;
-        while tokio::net::TcpStream::connect(("127.0.0.1", port))
-            .await
-            .is_err()
-        {
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "the model stand-in did not start"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        let home = scratch.path().join("home");
-        std::fs::create_dir_all(&home).unwrap();
-        let worker = tokio::process::Command::new(env!("CARGO_BIN_EXE_runplane"))
-            .args([
-                "work",
-                "--run",
-                run_id,
-                "--hook-timeout",
-                &hook_timeout.to_string(),
-            ])
-            .arg("--server")
-            .arg(format!("http://{}", server.addr))
-            .arg("--workspace")
-            .arg(workspace)
-            .args([
-                "--",
-                claude,
-                "-p",
-                "do it",
-                "--output-format",
-                "stream-json",
-                "--verbose",
-            ])
-            .env("RUNPLANE_WORKER_TOKEN", server.worker_token(run_id))
-            .env("HOME", &home)
-            .env("ANTHROPIC_API_KEY", "dummy")
-            .env("ANTHROPIC_BASE_URL", format!("http://127.0.0.1:{port}"))
-            .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap();
-        ClaudeRun {
-            worker,
-            _model: model,
-            _scratch: scratch,
-        }
-    }
-
-    async fn finish(self) -> Output {
-        tokio::time::timeout(Duration::from_secs(120), self.worker.wait_with_output())
-            .await
-            .expect("runplane work finishes")
-            .unwrap()
-    }
-}
-
-fn claude() -> Option<String> {
-    let found = std::env::var("RUNPLANE_CLAUDE_BIN").ok();
-    if found.is_none() {
-        eprintln!("RUNPLANE_CLAUDE_BIN is not set: skipped (.ci/run sets it)");
-    }
-    found
-}
-
 async fn server_and_run(mode: pb::DeliverMode) -> (TestServer, String, tempfile::TempDir, PathBuf) {
     let server = TestServer::with(Options {
         policy: Some(PROFILE.into()),
@@ -151,28 +46,29 @@ async fn server_and_run(mode: pb::DeliverMode) -> (TestServer, String, tempfile:
     (server, run_id, repo, workspace)
 }
 
-fn assert_success(output: &Output) {
-    assert!(
-        output.status.success(),
-        "stdout: {}\nstderr: {}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn allowed_calls_run_a_denied_one_does_not_and_the_work_is_delivered() {
-    let Some(claude) = claude() else { return };
+    let Some(claude) = Kind::Claude.binary() else {
+        return;
+    };
     let (server, run_id, _repo, workspace) = server_and_run(pb::DeliverMode::CommitLocal).await;
     let script = serde_json::json!([
         {"name": "Bash", "input": {"command": "git status", "description": "status"}},
         {"name": "Bash", "input": {"command": "git status && rm -rf build", "description": "clean"}},
         {"name": "Write", "input": {"file_path": workspace.join("src/lib.rs"), "content": "pub fn f() {}\n"}},
     ]);
-    let output = ClaudeRun::start(&claude, &server, &run_id, &workspace, script, 60)
-        .await
-        .finish()
-        .await;
+    let output = AgentRun::start(
+        Kind::Claude,
+        &claude,
+        &server,
+        &run_id,
+        &workspace,
+        script,
+        WorkOptions::default(),
+    )
+    .await
+    .finish()
+    .await;
     assert_success(&output);
     assert!(
         workspace.join("build/keep").exists(),
@@ -200,25 +96,29 @@ async fn allowed_calls_run_a_denied_one_does_not_and_the_work_is_delivered() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_ask_waits_for_the_operator_who_allows_one_write_and_denies_another() {
-    let Some(claude) = claude() else { return };
+    let Some(claude) = Kind::Claude.binary() else {
+        return;
+    };
     let (server, run_id, _repo, workspace) = server_and_run(pb::DeliverMode::Unspecified).await;
     let script = serde_json::json!([
         {"name": "Write", "input": {"file_path": workspace.join(".env"), "content": "K=V\n"}},
         {"name": "Write", "input": {"file_path": workspace.join("secrets.txt"), "content": "s\n"}},
     ]);
-    let run = ClaudeRun::start(&claude, &server, &run_id, &workspace, script, 60).await;
+    let run = AgentRun::start(
+        Kind::Claude,
+        &claude,
+        &server,
+        &run_id,
+        &workspace,
+        script,
+        WorkOptions::default(),
+    )
+    .await;
     for (file, decision) in [
         (".env", pb::Decision::Allow),
         ("secrets.txt", pb::Decision::Deny),
     ] {
-        let deadline = tokio::time::Instant::now() + PATIENCE;
-        let ask = loop {
-            if let Some(ask) = server.pending_asks(&run_id).await.pop() {
-                break ask.request.unwrap();
-            }
-            assert!(tokio::time::Instant::now() < deadline, "no ask for {file}");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        };
+        let ask = next_ask(&server, &run_id).await;
         assert!(ask.path.ends_with(file), "{}", ask.path);
         assert!(
             !workspace.join(file).exists(),
@@ -250,38 +150,53 @@ async fn an_ask_waits_for_the_operator_who_allows_one_write_and_denies_another()
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_hook_with_no_answer_in_time_blocks_the_tool() {
-    let Some(claude) = claude() else { return };
+    let Some(claude) = Kind::Claude.binary() else {
+        return;
+    };
     let (server, run_id, _repo, workspace) = server_and_run(pb::DeliverMode::Unspecified).await;
     // `touch` is asked and nobody answers: the hook's deadline (2 s) passes first.
     let script = serde_json::json!([
         {"name": "Bash", "input": {"command": "touch marker", "description": "probe"}},
     ]);
-    let output = ClaudeRun::start(&claude, &server, &run_id, &workspace, script, 2)
-        .await
-        .finish()
-        .await;
+    let output = AgentRun::start(
+        Kind::Claude,
+        &claude,
+        &server,
+        &run_id,
+        &workspace,
+        script,
+        WorkOptions {
+            hook_timeout: 2,
+            ..WorkOptions::default()
+        },
+    )
+    .await
+    .finish()
+    .await;
     assert_success(&output);
     assert!(!workspace.join("marker").exists(), "the tool did not run");
 }
 
-/// Waits until the run has a pending ask.
-async fn until_asked(server: &TestServer, run_id: &str) {
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    while server.pending_asks(run_id).await.is_empty() {
-        assert!(tokio::time::Instant::now() < deadline, "no ask arrived");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn a_cancel_ends_claude_code_within_five_seconds() {
-    let Some(claude) = claude() else { return };
+    let Some(claude) = Kind::Claude.binary() else {
+        return;
+    };
     let (server, run_id, _repo, workspace) = server_and_run(pb::DeliverMode::Unspecified).await;
     let script = serde_json::json!([
         {"name": "Bash", "input": {"command": "touch marker", "description": "probe"}},
     ]);
-    let run = ClaudeRun::start(&claude, &server, &run_id, &workspace, script, 60).await;
-    until_asked(&server, &run_id).await;
+    let run = AgentRun::start(
+        Kind::Claude,
+        &claude,
+        &server,
+        &run_id,
+        &workspace,
+        script,
+        WorkOptions::default(),
+    )
+    .await;
+    next_ask(&server, &run_id).await;
     server
         .runs()
         .await
@@ -307,13 +222,24 @@ async fn a_cancel_ends_claude_code_within_five_seconds() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_server_that_goes_away_leaves_the_held_tool_unrun() {
-    let Some(claude) = claude() else { return };
+    let Some(claude) = Kind::Claude.binary() else {
+        return;
+    };
     let (mut server, run_id, _repo, workspace) = server_and_run(pb::DeliverMode::Unspecified).await;
     let script = serde_json::json!([
         {"name": "Bash", "input": {"command": "touch marker", "description": "probe"}},
     ]);
-    let run = ClaudeRun::start(&claude, &server, &run_id, &workspace, script, 60).await;
-    until_asked(&server, &run_id).await;
+    let run = AgentRun::start(
+        Kind::Claude,
+        &claude,
+        &server,
+        &run_id,
+        &workspace,
+        script,
+        WorkOptions::default(),
+    )
+    .await;
+    next_ask(&server, &run_id).await;
     server.stop().await;
     let output = tokio::time::timeout(Duration::from_secs(30), run.finish())
         .await

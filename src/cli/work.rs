@@ -47,6 +47,10 @@ pub struct WorkArgs {
     /// included); set it above the profile's ask_timeout_seconds.
     #[arg(long, value_name = "SECS", default_value_t = 600)]
     pub hook_timeout: u64,
+    /// Seconds the hooks-live probe may take: the agent is started once with no way to
+    /// act, and must run runplane's SessionStart hook within this time.
+    #[arg(long, value_name = "SECS", default_value_t = 30)]
+    pub probe_timeout: u64,
     /// The remote `branch` and `pr` deliveries push to.
     #[arg(long, default_value = "origin")]
     pub remote: String,
@@ -104,6 +108,7 @@ async fn run_inner(args: WorkArgs) -> anyhow::Result<pb::Run> {
         remote: args.remote,
         hook_program: std::env::current_exe().context("the runplane executable")?,
         hook_timeout: Duration::from_secs(args.hook_timeout),
+        probe_timeout: Duration::from_secs(args.probe_timeout),
     };
     let channel = channel(&args.server, args.ca_cert.as_ref()).await?;
     Ok(work(channel, config).await?)

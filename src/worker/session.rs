@@ -48,6 +48,8 @@ pub struct WorkConfig {
     pub hook_program: PathBuf,
     /// How long a hook may wait for its answer (an ask included).
     pub hook_timeout: Duration,
+    /// How long the hooks-live probe may take.
+    pub probe_timeout: Duration,
 }
 
 /// Why the worker stopped without a finished run.

@@ -2,6 +2,8 @@
 //! speaking to it through the generated tonic clients.
 #![allow(dead_code)]
 
+pub mod agents;
+
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
