@@ -221,7 +221,42 @@ async fn a_cancel_ends_claude_code_within_five_seconds() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_server_that_goes_away_leaves_the_held_tool_unrun() {
+async fn a_server_that_goes_away_for_good_leaves_the_held_tool_unrun() {
+    let Some(claude) = Kind::Claude.binary() else {
+        return;
+    };
+    let (mut server, run_id, _repo, workspace) = server_and_run(pb::DeliverMode::Unspecified).await;
+    let script = serde_json::json!([
+        {"name": "Bash", "input": {"command": "touch marker", "description": "probe"}},
+    ]);
+    let options = WorkOptions {
+        flags: vec!["--reattach-for".into(), "2".into()],
+        ..WorkOptions::default()
+    };
+    let run = AgentRun::start(
+        Kind::Claude,
+        &claude,
+        &server,
+        &run_id,
+        &workspace,
+        script,
+        options,
+    )
+    .await;
+    next_ask(&server, &run_id).await;
+    server.stop().await;
+    let output = tokio::time::timeout(Duration::from_secs(30), run.finish())
+        .await
+        .expect("runplane work gives up re-attaching after --reattach-for");
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("error: session:"), "{stderr}");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(!workspace.join("marker").exists(), "the tool did not run");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_server_restart_mid_ask_is_ridden_out_and_the_operators_answer_still_counts() {
     let Some(claude) = Kind::Claude.binary() else {
         return;
     };
@@ -240,11 +275,123 @@ async fn a_server_that_goes_away_leaves_the_held_tool_unrun() {
     )
     .await;
     next_ask(&server, &run_id).await;
-    server.stop().await;
-    let output = tokio::time::timeout(Duration::from_secs(30), run.finish())
+    server.restart().await;
+    // The worker re-attaches and repeats the held call: the restored ask is pending again.
+    let ask = next_ask(&server, &run_id).await;
+    assert!(
+        !workspace.join("marker").exists(),
+        "the tool waits for the operator"
+    );
+    server
+        .runs()
         .await
-        .expect("runplane work ends when its server is gone");
+        .resolve_ask(pb::ResolveAskRequest {
+            run_id: run_id.clone(),
+            call_id: ask.call_id,
+            decision: pb::Decision::Allow as i32,
+            reason: "go".into(),
+            resolver: String::new(),
+        })
+        .await
+        .unwrap();
+    assert_success(&run.finish().await);
+    assert!(
+        workspace.join("marker").exists(),
+        "the allowed tool ran after the restart"
+    );
+    let run = server.get_run(&run_id).await;
+    assert_eq!(status(&run), pb::RunStatus::Completed, "{}", run.error);
+    let types = server.event_types(&run_id).await;
+    assert_eq!(
+        types.iter().filter(|t| *t == "run.worker.attached").count(),
+        2,
+        "{types:?}"
+    );
+    assert_eq!(
+        types.iter().filter(|t| *t == "run.toolcall.result").count(),
+        1,
+        "{types:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn hooks_that_do_not_run_fail_the_run_before_claude_code_acts() {
+    let Some(claude) = Kind::Claude.binary() else {
+        return;
+    };
+    let (server, run_id, _repo, workspace) = server_and_run(pb::DeliverMode::Unspecified).await;
+    // A wrapper drops runplane's --settings: Claude Code starts without its hooks.
+    let options = WorkOptions {
+        wrapper: Some(format!("{}/tests/agents/drop_hooks.py", env!("CARGO_MANIFEST_DIR")).into()),
+        probe_timeout: 5,
+        ..WorkOptions::default()
+    };
+    let script = serde_json::json!([
+        {"name": "Bash", "input": {"command": "touch marker", "description": "probe"}},
+    ]);
+    let output = AgentRun::start(
+        Kind::Claude,
+        &claude,
+        &server,
+        &run_id,
+        &workspace,
+        script,
+        options,
+    )
+    .await
+    .finish()
+    .await;
     assert!(!output.status.success());
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    assert!(!workspace.join("marker").exists(), "the tool did not run");
+    assert!(
+        !workspace.join("marker").exists(),
+        "Claude Code never acted"
+    );
+    let run = server.get_run(&run_id).await;
+    assert_eq!(status(&run), pb::RunStatus::Failed);
+    assert!(
+        run.error.starts_with("the agent's hooks are not live"),
+        "{}",
+        run.error
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_users_and_the_projects_settings_cannot_switch_the_hooks_off() {
+    let Some(claude) = Kind::Claude.binary() else {
+        return;
+    };
+    let (server, run_id, _repo, workspace) = server_and_run(pb::DeliverMode::Unspecified).await;
+    let off = r#"{"disableAllHooks": true}"#;
+    std::fs::create_dir_all(workspace.join(".claude")).unwrap();
+    std::fs::write(workspace.join(".claude/settings.json"), off).unwrap();
+    std::fs::write(workspace.join(".claude/settings.local.json"), off).unwrap();
+    let options = WorkOptions {
+        user_settings: Some(off.into()),
+        ..WorkOptions::default()
+    };
+    let script = serde_json::json!([
+        {"name": "Bash", "input": {"command": "git status && rm -rf build", "description": "clean"}},
+    ]);
+    let output = AgentRun::start(
+        Kind::Claude,
+        &claude,
+        &server,
+        &run_id,
+        &workspace,
+        script,
+        options,
+    )
+    .await
+    .finish()
+    .await;
+    assert_success(&output);
+    assert!(
+        workspace.join("build/keep").exists(),
+        "the rm was still denied"
+    );
+    let types = server.event_types(&run_id).await;
+    assert!(
+        types.contains(&"run.toolcall.denied".to_string()),
+        "{types:?}"
+    );
 }

@@ -71,7 +71,7 @@ fn ask_worker(args: &HookArgs, payload: serde_json::Value) -> HookOutput {
     };
     let exchange = exchange(&args.socket, &request);
     match runtime.block_on(async { tokio::time::timeout(deadline, exchange).await }) {
-        Ok(Ok(answer)) => render(&event, &answer),
+        Ok(Ok(answer)) => render(args.agent, &event, &answer),
         Ok(Err(why)) => failure(&event, &why),
         Err(_) => failure(
             &event,

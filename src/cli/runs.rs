@@ -109,7 +109,7 @@ pub struct ListArgs {
 
 /// A clap parser that offers exactly the domain's names (so `--help` lists them) and
 /// yields the domain value.
-fn choices<T, const N: usize>(
+pub(super) fn choices<T, const N: usize>(
     all: [T; N],
     name: fn(T) -> &'static str,
 ) -> impl clap::builder::TypedValueParser<Value = T>

@@ -25,6 +25,16 @@ pub enum Agent {
     Codex,
 }
 
+impl Agent {
+    /// The name `--agent` takes.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Agent::ClaudeCode => "claude-code",
+            Agent::Codex => "codex",
+        }
+    }
+}
+
 impl std::str::FromStr for Agent {
     type Err = String;
 
@@ -83,8 +93,10 @@ pub fn event_of(payload: &Value) -> &str {
 /// Exit code that blocks a tool in both agents (with text on stderr).
 const BLOCK: u8 = 2;
 
-/// The output for the worker's answer to `event`.
-pub fn render(event: &str, answer: &HookAnswer) -> HookOutput {
+/// The output for the worker's answer to `event` from `agent`. Codex's PreToolUse can
+/// only block: an allow is no output at all (its schema has no "allow" that means more
+/// than "go on", and a field it does not know would fail open).
+pub fn render(agent: Agent, event: &str, answer: &HookAnswer) -> HookOutput {
     if event != "PreToolUse" {
         return HookOutput {
             stdout: String::new(),
@@ -93,6 +105,11 @@ pub fn render(event: &str, answer: &HookAnswer) -> HookOutput {
         };
     }
     match answer.decision.as_deref() {
+        Some("allow") if agent == Agent::Codex => HookOutput {
+            stdout: String::new(),
+            stderr: String::new(),
+            code: 0,
+        },
         Some(decision @ ("allow" | "deny")) => HookOutput {
             stdout: serde_json::json!({
                 "hookSpecificOutput": {

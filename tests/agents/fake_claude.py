@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """A stand-in for `claude -p` that keeps Claude Code 2.1.328's hook contract
 (docs/AGENT_HOOKS.md) without a model: it reads the hooks from `--settings JSON`, runs
-the script in $FAKE_AGENT_SCRIPT (a JSON list of {"name": tool, "input": {...}}) one tool
+SessionStart hooks first (as Claude Code does before its first model request), then the
+script in $FAKE_AGENT_SCRIPT (a JSON list of {"name": tool, "input": {...}}) one tool
 call at a time through the PreToolUse hooks, runs the tools they allow, reports each
 through PostToolUse, ends with Stop and exits 0. It prints one JSON line per call:
 {"tool_use_id", "ran": bool, "why"}.
@@ -9,12 +10,15 @@ through PostToolUse, ends with Stop and exits 0. It prints one JSON line per cal
 As in Claude Code: a PreToolUse hook that exits 2 blocks the tool; exit 0 with
 permissionDecision allow runs it; deny blocks it; any other outcome of a hook with
 "onFailure": "block" blocks it; a hook without a verdict leaves the call to `-p` mode,
-which denies anything that would prompt (every tool here).
+which denies anything that would prompt (every tool here). With `--tools ""` (no tools:
+runplane's hooks-live probe) it waits for a model that never answers, as Claude Code does.
+With $FAKE_AGENT_SKIP_SESSION_START set it runs no SessionStart hook.
 """
 import json
 import os
 import subprocess
 import sys
+import time
 
 
 def settings():
@@ -79,6 +83,12 @@ def main():
     config = settings()
     script = json.load(open(os.environ["FAKE_AGENT_SCRIPT"]))
     base = {"session_id": "fake-session", "transcript_path": "/dev/null", "cwd": os.getcwd()}
+    if not os.environ.get("FAKE_AGENT_SKIP_SESSION_START"):
+        for handler in hooks_for(config, "SessionStart"):
+            run_hook(handler, dict(base, hook_event_name="SessionStart", source="startup"))
+    args = sys.argv[1:]
+    if "--tools" in args and args[args.index("--tools") + 1] == "":
+        time.sleep(3600)
     for number, step in enumerate(script):
         call_id = "toolu_%04d" % number
         payload = dict(base, hook_event_name="PreToolUse", tool_name=step["name"],

@@ -38,19 +38,26 @@ impl Kind {
 pub struct WorkOptions {
     /// `--hook-timeout`.
     pub hook_timeout: u64,
+    /// `--probe-timeout`.
+    pub probe_timeout: u64,
     /// More `runplane work` flags (`--test-command …`, `--remote …`).
     pub flags: Vec<String>,
     /// A program put in front of the agent's command line (for example a wrapper that
     /// drops runplane's hook flags).
     pub wrapper: Option<PathBuf>,
+    /// The user's own agent settings: for Claude Code `~/.claude/settings.json`, for Codex
+    /// TOML appended to `$CODEX_HOME/config.toml`.
+    pub user_settings: Option<String>,
 }
 
 impl Default for WorkOptions {
     fn default() -> WorkOptions {
         WorkOptions {
             hook_timeout: 60,
+            probe_timeout: 20,
             flags: Vec::new(),
             wrapper: None,
+            user_settings: None,
         }
     }
 }
@@ -127,7 +134,8 @@ impl AgentRun {
         worker
             .args(["work", "--run", run_id, "--hook-timeout"])
             .arg(options.hook_timeout.to_string())
-            .args(["--probe-timeout", "20"])
+            .arg("--probe-timeout")
+            .arg(options.probe_timeout.to_string())
             .arg("--server")
             .arg(format!("http://{}", server.addr))
             .arg("--workspace")
@@ -140,6 +148,10 @@ impl AgentRun {
             .kill_on_drop(true);
         match kind {
             Kind::Claude => {
+                if let Some(settings) = &options.user_settings {
+                    std::fs::create_dir_all(home.join(".claude")).unwrap();
+                    std::fs::write(home.join(".claude/settings.json"), settings).unwrap();
+                }
                 worker
                     .args(["--agent", "claude-code", "--"])
                     .args(options.wrapper.iter())
@@ -164,7 +176,8 @@ impl AgentRun {
                         "model = \"gpt-5.5\"\nmodel_provider = \"fake\"\n\n\
                          [model_providers.fake]\nname = \"fake\"\n\
                          base_url = \"http://127.0.0.1:{port}/v1\"\n\
-                         wire_api = \"responses\"\nenv_key = \"FAKE_OPENAI_API_KEY\"\n"
+                         wire_api = \"responses\"\nenv_key = \"FAKE_OPENAI_API_KEY\"\n{}",
+                        options.user_settings.as_deref().unwrap_or_default()
                     ),
                 )
                 .unwrap();
