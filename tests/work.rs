@@ -214,3 +214,205 @@ async fn a_cancel_stops_the_agent_at_once() {
         pb::RunStatus::Cancelled
     );
 }
+
+/// `runplane work` on a fresh repository with `fake_claude.py` playing `script`; `flags`
+/// come before `--`, `env` is added. Returns the output and the workspace.
+async fn fake_work(
+    server: &TestServer,
+    flags: &[&str],
+    env: &[(&str, &str)],
+    script: serde_json::Value,
+) -> (std::process::Output, tempfile::TempDir) {
+    let repo = git_repo();
+    let script_file = repo.path().join(".git/script.json");
+    std::fs::write(&script_file, script.to_string()).unwrap();
+    let agent = format!("{}/tests/agents/fake_claude.py", env!("CARGO_MANIFEST_DIR"));
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_runplane"))
+        .arg("work")
+        .args(flags)
+        .arg("--server")
+        .arg(format!("http://{}", server.addr))
+        .arg("--workspace")
+        .arg(repo.path())
+        .args(["--", "python3", &agent, "-p", "do it"])
+        .envs(env.iter().copied())
+        .env("FAKE_AGENT_SCRIPT", &script_file)
+        .env_remove("RUNPLANE_TOKEN")
+        .output()
+        .await
+        .unwrap();
+    (output, repo)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn without_a_run_id_work_starts_the_run_with_the_operator_token() {
+    if python3_missing() {
+        return;
+    }
+    let server = TestServer::with(Options {
+        policy: Some(PROFILE.into()),
+        ..Options::default()
+    })
+    .await;
+    let script = serde_json::json!([
+        {"name": "Write", "input": {"file_path": "src/lib.rs", "content": "pub fn f() {}\n"}},
+    ]);
+    let flags = [
+        "--task",
+        "t-9",
+        "--project",
+        "web",
+        "--profile",
+        "work",
+        "--deliver-mode",
+        "commit-local",
+        "--token",
+        &server.admin_token,
+    ];
+    let (output, repo) = fake_work(&server, &flags, &[], script).await;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let runs = server
+        .runs()
+        .await
+        .list_runs(pb::ListRunsRequest::default())
+        .await
+        .unwrap()
+        .into_inner()
+        .runs;
+    assert_eq!(runs.len(), 1);
+    let run = &runs[0];
+    assert_eq!(
+        (
+            run.task_id.as_str(),
+            run.project_id.as_str(),
+            run.agent_id.as_str()
+        ),
+        ("t-9", "web", "claude-code")
+    );
+    assert_eq!(status(run), pb::RunStatus::Completed, "{}", run.error);
+    assert!(
+        stderr.contains(&format!("started run {}", run.id)),
+        "{stderr}"
+    );
+    assert_eq!(
+        git(repo.path(), &["show", "--name-only", "--format=", "HEAD"]),
+        "src/lib.rs"
+    );
+
+    // A viewer may not start runs.
+    let viewer = server.create_token("eve", pb::Role::Viewer, &[]).await;
+    let (output, _repo) = fake_work(
+        &server,
+        &["--task", "t-10", "--project", "web", "--token", &viewer],
+        &[],
+        serde_json::json!([]),
+    )
+    .await;
+    assert!(!output.status.success());
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("error: PERMISSION_DENIED: "),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_agent_whose_hooks_do_not_run_never_acts_and_its_run_fails() {
+    if python3_missing() {
+        return;
+    }
+    let server = TestServer::with(Options {
+        policy: Some(PROFILE.into()),
+        ..Options::default()
+    })
+    .await;
+    let script = serde_json::json!([{"name": "Bash", "input": {"command": "touch marker"}}]);
+    let run_id = server.start_run("work").await;
+    let token = server.worker_token(&run_id);
+    let (output, repo) = fake_work(
+        &server,
+        &["--run", &run_id, "--probe-timeout", "1"],
+        &[
+            ("RUNPLANE_WORKER_TOKEN", &token),
+            ("FAKE_AGENT_SKIP_SESSION_START", "1"),
+        ],
+        script.clone(),
+    )
+    .await;
+    assert!(!output.status.success());
+    assert!(
+        !repo.path().join("marker").exists(),
+        "the agent never ran for real"
+    );
+    let run = server.get_run(&run_id).await;
+    assert_eq!(status(&run), pb::RunStatus::Failed);
+    assert_eq!(
+        run.error,
+        "the agent's hooks are not live: the agent did not run runplane's SessionStart hook \
+         within 1 s. Something keeps them from running (managed settings that switch hooks off, \
+         an untrusted hook, a wrapper that drops runplane's flags); the agent was not started"
+    );
+
+    // Hooks that start but skip PreToolUse: the first unjudged result stops the agent.
+    let script = serde_json::json!([
+        {"name": "Bash", "input": {"command": "true"}},
+        {"name": "Bash", "input": {"command": "sleep 5; touch late"}},
+    ]);
+    let run_id = server.start_run("work").await;
+    let token = server.worker_token(&run_id);
+    let (output, repo) = fake_work(
+        &server,
+        &["--run", &run_id],
+        &[
+            ("RUNPLANE_WORKER_TOKEN", &token),
+            ("FAKE_AGENT_SKIP_PRE_TOOL_USE", "1"),
+        ],
+        script,
+    )
+    .await;
+    assert!(!output.status.success());
+    let run = server.get_run(&run_id).await;
+    assert_eq!(status(&run), pb::RunStatus::Failed);
+    assert_eq!(
+        run.error,
+        "the agent ran Bash (call toolu_0000) without runplane's decision: its PreToolUse hook did not run"
+    );
+    tokio::time::sleep(std::time::Duration::from_secs(6)).await;
+    assert!(!repo.path().join("late").exists(), "the agent was stopped");
+}
+
+#[test]
+fn print_settings_shows_what_the_agent_is_given() {
+    let show = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_runplane"))
+            .args(["work", "--print-settings"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let claude = show(&["--", "claude", "-p", "fix it"]);
+    for expected in [
+        "\"PreToolUse\"",
+        "\"onFailure\": \"block\"",
+        "--deadline 600",
+        "'--setting-sources'\n  ''",
+        "<socket>",
+    ] {
+        assert!(claude.contains(expected), "{expected} in {claude}");
+    }
+    let codex = show(&["--agent", "codex", "--", "codex", "exec", "fix it"]);
+    for expected in [
+        "hooks.json",
+        "\"SessionStart\"",
+        "'--dangerously-bypass-hook-trust'",
+    ] {
+        assert!(codex.contains(expected), "{expected} in {codex}");
+    }
+}

@@ -250,7 +250,7 @@ async fn a_server_that_goes_away_for_good_leaves_the_held_tool_unrun() {
         .expect("runplane work gives up re-attaching after --reattach-for");
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains("error: session:"), "{stderr}");
+    assert!(stderr.contains("error: UNAVAILABLE: "), "{stderr}");
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(!workspace.join("marker").exists(), "the tool did not run");
 }

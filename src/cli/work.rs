@@ -11,6 +11,8 @@ use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
 
 use super::connect::{channel, resolve_token, Bearer, DEFAULT_TOKEN_FILE};
+use super::escape::{escape, Escaped};
+use super::output::code_name;
 use super::runs::choices;
 use super::DEFAULT_SERVER;
 use crate::domain::{DeliverMode, StartRequest};
@@ -19,7 +21,7 @@ use crate::grpc::pb::run_service_client::RunServiceClient;
 use crate::worker::gate::GateDefaults;
 use crate::worker::hook_wire::Agent;
 use crate::worker::launch::{self, HookCommand};
-use crate::worker::session::{work, WorkConfig};
+use crate::worker::session::{work, WorkConfig, WorkError};
 
 /// Flags of `runplane work`.
 #[derive(Debug, Clone, Args)]
@@ -126,7 +128,20 @@ pub(super) async fn run(args: WorkArgs) -> ExitCode {
             }
         }
         Err(err) => {
-            eprintln!("error: {err:#}");
+            let status = err.downcast_ref::<tonic::Status>().or_else(|| {
+                match err.downcast_ref::<WorkError>() {
+                    Some(WorkError::Session(status)) => Some(status),
+                    _ => None,
+                }
+            });
+            match status {
+                Some(status) => eprintln!(
+                    "error: {}: {}",
+                    code_name(status.code()),
+                    Escaped(status.message())
+                ),
+                None => eprintln!("error: {}", escape(&format!("{err:#}"))),
+            }
             ExitCode::FAILURE
         }
     }

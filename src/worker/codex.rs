@@ -90,14 +90,18 @@ fn without_hooks(text: &str, name: &str) -> Result<String, String> {
     toml::to_string(&table).map_err(|err| format!("cannot write Codex {name}: {err}"))
 }
 
-/// A fresh `CODEX_HOME` with the user's configuration and runplane's hooks.
-fn fresh_home(hooks: &HookCommand) -> Result<tempfile::TempDir, String> {
+/// A fresh `CODEX_HOME` with the configuration of `user_home` (the user's, when there is
+/// one) and runplane's hooks.
+pub fn fresh_home(
+    user_home: Option<&Path>,
+    hooks: &HookCommand,
+) -> Result<tempfile::TempDir, String> {
     let home = tempfile::Builder::new()
         .prefix("runplane-codex-home")
         .tempdir()
         .map_err(|err| format!("cannot make a CODEX_HOME: {err}"))?;
-    if let Some(source) = user_home().filter(|dir| dir.is_dir()) {
-        let entries = std::fs::read_dir(&source)
+    if let Some(source) = user_home.filter(|dir| dir.is_dir()) {
+        let entries = std::fs::read_dir(source)
             .map_err(|err| format!("cannot read {}: {err}", source.display()))?;
         for entry in entries.flatten() {
             let name = entry.file_name().to_string_lossy().into_owned();
@@ -149,7 +153,7 @@ pub(super) fn launch(
             "{switch} would switch off or replace runplane's hooks; leave it out"
         ));
     }
-    let home = fresh_home(hooks)?;
+    let home = fresh_home(user_home().as_deref(), hooks)?;
     line.insert(exec + 1, TRUST_BYPASS.to_string());
     Ok(Launch {
         line,

@@ -12,7 +12,9 @@ permissionDecision allow runs it; deny blocks it; any other outcome of a hook wi
 "onFailure": "block" blocks it; a hook without a verdict leaves the call to `-p` mode,
 which denies anything that would prompt (every tool here). With `--tools ""` (no tools:
 runplane's hooks-live probe) it waits for a model that never answers, as Claude Code does.
-With $FAKE_AGENT_SKIP_SESSION_START set it runs no SessionStart hook.
+With $FAKE_AGENT_SKIP_SESSION_START set it runs no SessionStart hook; with
+$FAKE_AGENT_SKIP_PRE_TOOL_USE set it runs its tools without asking the PreToolUse hooks
+(and still reports them through PostToolUse).
 """
 import json
 import os
@@ -93,7 +95,10 @@ def main():
         call_id = "toolu_%04d" % number
         payload = dict(base, hook_event_name="PreToolUse", tool_name=step["name"],
                        tool_input=step["input"], tool_use_id=call_id)
-        ran, why = pre_tool_use(config, payload)
+        if os.environ.get("FAKE_AGENT_SKIP_PRE_TOOL_USE"):
+            ran, why = True, "no PreToolUse hook"
+        else:
+            ran, why = pre_tool_use(config, payload)
         if ran:
             response = run_tool(step["name"], step["input"])
             post = dict(payload, hook_event_name="PostToolUse", tool_response=response,
