@@ -346,3 +346,57 @@ async fn a_server_that_goes_away_for_good_leaves_the_held_tool_unrun() {
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(!workspace.join("marker").exists(), "the tool did not run");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stalled_codex_is_stopped_and_its_run_fails() {
+    let Some(codex) = Kind::Codex.binary() else {
+        return;
+    };
+    let server = TestServer::with(Options {
+        policy: Some(
+            r#"
+name = "stall"
+mode = "default"
+
+[[rules]]
+specifier = { tool = "Bash" }
+decision = "allow"
+
+[termination]
+stall_detection = true
+stall_threshold = 3
+"#
+            .into(),
+        ),
+        ..Options::default()
+    })
+    .await;
+    let run_id = server.start_run("stall").await;
+    let repo = git_repo();
+    let workspace = std::fs::canonicalize(repo.path()).unwrap();
+    // The same failing read over and over; the step after it must never run.
+    let mut steps = vec![shell("cat missing.txt"); 6];
+    steps.push(shell("touch after-stall"));
+    let run = start(
+        &codex,
+        &server,
+        &run_id,
+        &workspace,
+        steps,
+        WorkOptions::default(),
+    )
+    .await;
+    let output = run.finish().await;
+    assert!(!output.status.success());
+    let run = server.get_run(&run_id).await;
+    assert_eq!(status(&run), pb::RunStatus::Failed);
+    assert_eq!(run.error, "stall detected");
+    let types = server.event_types(&run_id).await;
+    let results = types.iter().filter(|t| *t == "run.toolcall.result").count();
+    assert_eq!(
+        results, 4,
+        "the first read is progress, three more stall: {types:?}"
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(!workspace.join("after-stall").exists(), "Codex was stopped");
+}
