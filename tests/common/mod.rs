@@ -53,6 +53,8 @@ pub struct Options {
     pub max_message_bytes: usize,
     /// How long a session may take to attach.
     pub attach_timeout: Duration,
+    /// A data dir to start from (copied; the original is not changed).
+    pub data_dir: Option<std::path::PathBuf>,
 }
 
 impl Default for Options {
@@ -62,6 +64,7 @@ impl Default for Options {
             grace: Duration::from_secs(60),
             max_message_bytes: runplane::server::DEFAULT_MAX_MESSAGE_BYTES,
             attach_timeout: runplane::server::DEFAULT_ATTACH_TIMEOUT,
+            data_dir: None,
         }
     }
 }
@@ -73,6 +76,9 @@ impl TestServer {
 
     pub async fn with(options: Options) -> TestServer {
         let dir = tempfile::tempdir().unwrap();
+        if let Some(source) = &options.data_dir {
+            copy_dir(source, &dir.path().join("data"));
+        }
         let mut config = ServeConfig::new(dir.path().join("data"));
         config.listen = "127.0.0.1:0".parse().unwrap();
         config.reattach_grace = options.grace;
@@ -532,4 +538,15 @@ pub fn git_repo() -> tempfile::TempDir {
     git(d, &["add", "-A"]);
     git(d, &["commit", "-q", "-m", "start"]);
     dir
+}
+
+/// Copies the files of `from` into a new directory `to` (one level, as a data dir is).
+pub fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        if entry.path().is_file() {
+            std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
+        }
+    }
 }
