@@ -46,6 +46,8 @@ require_tests_pass = true
 [termination]
 stall_detection = true
 stall_threshold = 3
+# A hundred years: the asks carry a deadline and still wait whenever the test runs.
+ask_timeout_seconds = 3153600000
 "#;
 
 fn fixture_dir() -> PathBuf {
