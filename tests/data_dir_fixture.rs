@@ -318,3 +318,42 @@ async fn a_data_dir_written_by_an_earlier_build_loads_and_its_live_run_restores(
         other => panic!("expected l5's decision, got {other:?}"),
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_decision_the_log_cannot_read_back_is_refused_naming_its_run_and_seq() {
+    let expected: Value = serde_json::from_str(
+        &std::fs::read_to_string(fixture_dir().join("expected.json")).unwrap(),
+    )
+    .unwrap();
+    let live = expected["runs"]["live"].as_str().unwrap().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    copy_dir(&fixture_dir(), dir.path());
+    // The live run's first decision (seq 4, an allow) now says a word no build knows.
+    let conn = rusqlite::Connection::open(dir.path().join("runplane.db")).unwrap();
+    let changed = conn
+        .execute(
+            "UPDATE event_journal SET attributes = replace(attributes, '\"decision\":\"allow\"', \
+             '\"decision\":\"maybe\"') WHERE seq = 4 AND run_no = (SELECT run_no FROM runs WHERE id = ?1)",
+            [&live],
+        )
+        .unwrap();
+    assert_eq!(changed, 1);
+    drop(conn);
+    let mut config = runplane::server::ServeConfig::new(dir.path());
+    config.listen = "127.0.0.1:0".parse().unwrap();
+    let policies = tempfile::tempdir().unwrap();
+    std::fs::write(policies.path().join("fixture.toml"), PROFILE).unwrap();
+    config.policy_dir = Some(policies.path().to_path_buf());
+    let refused = runplane::server::bind(config)
+        .await
+        .err()
+        .map(|e| e.to_string());
+    let expected = format!(
+        "corrupt store data: run {live}: event 4: event \"run.toolcall.approved\": attribute \
+         \"decision\" cannot be read: \"maybe\""
+    );
+    assert!(
+        refused.as_deref().is_some_and(|e| e.contains(&expected)),
+        "{refused:?}"
+    );
+}

@@ -206,9 +206,9 @@ async fn a_version_1_database_keeps_its_runs_progress_and_logs() {
                 "INSERT INTO events VALUES (1, ?1, ?2, ?3, ?4)",
                 rusqlite::params![
                     e.seq as i64,
-                    e.kind,
+                    e.kind.name(),
                     e.at.timestamp_micros(),
-                    serde_json::to_string(&e.attributes).unwrap()
+                    serde_json::to_string(&e.kind.attributes()).unwrap()
                 ],
             )
             .unwrap();

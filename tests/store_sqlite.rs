@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use runplane::domain::{Run, StallTracker, Status};
 use runplane::store::{
-    Commit, Event, RunQuery, RunStore, SqliteStore, SqliteStoreOptions, StoreError, Synchronous,
+    Commit, RunQuery, RunStore, SqliteStore, SqliteStoreOptions, StoreError, Synchronous,
 };
 use store_common::*;
 
@@ -146,7 +146,7 @@ async fn a_failing_commit_fails_alone_in_its_group() {
         let kinds: Vec<String> = all_events(&store, &run.id)
             .await
             .into_iter()
-            .map(|e| e.kind.into_owned())
+            .map(|e| label(&e))
             .collect();
         assert_eq!(kinds, ["run.started", "first", "second"]);
     }

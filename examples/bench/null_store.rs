@@ -5,10 +5,8 @@
 use std::future::ready;
 
 use chrono::{DateTime, Utc};
-use runplane::domain::{Credential, Run};
-use runplane::store::{
-    Commit, CommitDone, Event, RunPage, RunQuery, RunStore, StoreFuture, StoredRun,
-};
+use runplane::domain::{Credential, Event, Run};
+use runplane::store::{Commit, CommitDone, RunPage, RunQuery, RunStore, StoreFuture, StoredRun};
 
 /// Answers every commit with success at once and every read with nothing. It keeps no
 /// credentials either, so the server on it runs with authentication off: a worker token

@@ -2,18 +2,15 @@
 //! commits per call (the run plus one event; every other commit also the stall tracker),
 //! and awaiting each commit before the next, as the actor does.
 
-use std::borrow::Cow;
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::Utc;
 use hdrhistogram::Histogram;
-use runplane::domain::{Run, StallTracker, StartRequest, Status};
-use runplane::store::{
-    Commit, Event, RunQuery, RunStore, SqliteStore, SqliteStoreOptions, StoreError,
-};
+use runplane::domain::event::Decided;
+use runplane::domain::{Decision, Event, EventKind, Run, StallTracker, StartRequest, Status};
+use runplane::store::{Commit, RunQuery, RunStore, SqliteStore, SqliteStoreOptions, StoreError};
 use tokio::time::Instant;
 
 /// What the store phase measured.
@@ -66,7 +63,7 @@ pub async fn run(dir: &Path, committers: usize, duration: Duration) -> anyhow::R
             .commit(Commit {
                 run: Arc::new(run.clone()),
                 expected_version: Some(expected),
-                events: vec![event(&run.id, 2, "run.started", 0)],
+                events: vec![event(&run.id, 2, 0)],
                 stall: None,
             })
             .await?;
@@ -125,7 +122,7 @@ fn creation(run: &Run) -> Commit {
     Commit {
         run: Arc::new(run.clone()),
         expected_version: None,
-        events: vec![event(&run.id, 1, "run.created", 0)],
+        events: vec![event(&run.id, 1, 0)],
         stall: Some(StallTracker::new(5)),
     }
 }
@@ -161,16 +158,13 @@ async fn commit_loop(
         changed.step_count += 1;
         changed.touch(Utc::now());
         let result = seq % 2 == 0;
-        let kind = if result {
+        if result {
             stall.record_step("Read", true, &format!("output {seq}"));
-            "run.toolcall.result"
-        } else {
-            "run.toolcall.approved"
-        };
+        }
         let commit = Commit {
             run: Arc::clone(&run),
             expected_version: Some(expected),
-            events: vec![event(&run.id, seq, kind, run.step_count)],
+            events: vec![event(&run.id, seq, run.step_count)],
             stall: result.then(|| stall.clone()),
         };
         let sent = Instant::now();
@@ -185,27 +179,26 @@ async fn commit_loop(
 }
 
 /// An event with the attributes a decision carries.
-fn event(run_id: &str, seq: u64, kind: &'static str, step: i32) -> Arc<Event> {
-    let attributes: BTreeMap<Cow<'static, str>, String> = [
-        ("call_id", format!("c{seq}")),
-        ("tool", "Read".to_string()),
-        ("path", "/work/repo/src/coordinator/actor.rs".to_string()),
-        ("decision", "allow".to_string()),
-        (
-            "reason",
-            "rules[1] (Read allow) matches Read of src/coordinator/actor.rs".to_string(),
-        ),
-        ("rule_index", "1".to_string()),
-        ("step_count", step.to_string()),
-    ]
-    .into_iter()
-    .map(|(k, v)| (Cow::Borrowed(k), v))
-    .collect();
+fn event(run_id: &str, seq: u64, step: i32) -> Arc<Event> {
     Arc::new(Event {
         run_id: run_id.to_string(),
         seq,
-        kind: Cow::Borrowed(kind),
         at: Utc::now(),
-        attributes,
+        kind: EventKind::Decided(Decided {
+            call_id: format!("c{seq}"),
+            tool: "Read".to_string(),
+            command: String::new(),
+            path: "/work/repo/src/coordinator/actor.rs".to_string(),
+            resolved_path: String::new(),
+            paths: Vec::new(),
+            url: String::new(),
+            input: String::new(),
+            decision: Decision::Allow,
+            reason: "rules[1] (Read allow) matches Read of src/coordinator/actor.rs".to_string(),
+            rule_index: Some(1),
+            part: String::new(),
+            step_count: step,
+            deadline: None,
+        }),
     })
 }

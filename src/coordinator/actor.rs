@@ -3,8 +3,7 @@
 //! messages it reads from the worker's stream itself. No lock is held across a store
 //! write and one run never waits for another.
 
-use std::borrow::Cow;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::pin::Pin;
 use std::sync::Arc;
 
@@ -17,8 +16,9 @@ use super::messages::{CloseReason, CoordinatorError, PendingAsk, Push, WorkerInp
 use super::outbox::{Attention, Outbox};
 use super::{Shared, RUNPLANE};
 use crate::domain::{Decision, Run, StallTracker, Status, ToolCallRequest, ToolCallResponse};
+use crate::domain::{Event, EventKind};
 use crate::policy::CompiledProfile;
-use crate::store::{Commit, Event, StoreError};
+use crate::store::{Commit, StoreError};
 
 /// Outbound side of a worker's stream.
 pub type Outbound = mpsc::Sender<Push>;
@@ -313,13 +313,10 @@ impl RunActor {
             }
             Command::Shutdown => {
                 if let Some(session) = &self.session {
-                    self.record(
-                        "run.worker.detached",
-                        [
-                            ("worker_id", session.worker_id.clone()),
-                            ("reason", "server shutdown".into()),
-                        ],
-                    );
+                    self.record(EventKind::WorkerDetached {
+                        worker_id: session.worker_id.clone(),
+                        reason: "server shutdown".into(),
+                    });
                     // Committed before the worker hears of it; if the commit fails, the
                     // stream ends with INTERNAL instead.
                     self.commit().await?;
@@ -418,21 +415,12 @@ impl RunActor {
     }
 
     /// Adds an event to the change being built.
-    pub(super) fn record(
-        &mut self,
-        kind: &'static str,
-        attributes: impl IntoIterator<Item = (&'static str, String)>,
-    ) {
+    pub(super) fn record(&mut self, kind: EventKind) {
         let event = Event {
             run_id: self.run.id.clone(),
             seq: self.next_seq + self.pending_events.len() as u64,
-            kind: Cow::Borrowed(kind),
             at: self.shared.clock.now(),
-            attributes: attributes
-                .into_iter()
-                .filter(|(_, v)| !v.is_empty())
-                .map(|(k, v)| (Cow::Borrowed(k), v))
-                .collect::<BTreeMap<_, _>>(),
+            kind,
         };
         self.pending_events.push(Arc::new(event));
     }

@@ -6,19 +6,12 @@ use tracing::{debug, warn};
 use super::actor::{AskWait, CallState, RunActor};
 use super::messages::{Push, SessionError};
 use super::RUNPLANE;
-use crate::domain::{Decision, Status, ToolCallRequest, ToolCallResponse, ToolCallResult};
+use crate::domain::event::{CallResult, Decided};
+use crate::domain::{
+    Decision, EventKind, Status, ToolCallRequest, ToolCallResponse, ToolCallResult,
+};
 use crate::policy::{evaluate_off_runtime, ToolCall};
 use crate::store::StoreError;
-
-/// `paths` as one event attribute: a JSON array, empty (and so not recorded) when there
-/// are none. `restore::decode_paths` reads it back.
-pub(super) fn encode_paths(paths: &[String]) -> String {
-    if paths.is_empty() {
-        String::new()
-    } else {
-        serde_json::to_string(paths).unwrap_or_default()
-    }
-}
 
 impl RunActor {
     /// Decides a tool call, commits the decision, then answers.
@@ -118,40 +111,24 @@ impl RunActor {
                 .then(|| TimeDelta::try_seconds(seconds).and_then(|t| now.checked_add_signed(t)))
                 .flatten(),
         });
-        let kind = match decision {
-            Decision::Allow => "run.toolcall.approved",
-            Decision::Deny => "run.toolcall.denied",
-            Decision::Ask => "run.toolcall.asked",
-        };
-        self.record(
-            kind,
-            [
-                ("call_id", request.call_id.clone()),
-                ("tool", request.tool.clone()),
-                ("command", request.command.clone()),
-                ("path", request.path.clone()),
-                // Recorded only when given (empty attributes are dropped): the log shows
-                // which real file a call was decided for.
-                ("resolved_path", request.resolved_path.clone()),
-                ("paths", encode_paths(&request.paths)),
-                ("url", request.url.clone()),
-                ("input", request.input.clone()),
-                ("decision", decision.to_string()),
-                ("reason", reason.clone()),
-                (
-                    "rule_index",
-                    rule_index.map(|i| i.to_string()).unwrap_or_default(),
-                ),
-                ("part", part.unwrap_or_default()),
-                ("step_count", self.run.step_count.to_string()),
-                (
-                    "deadline",
-                    ask.and_then(|a| a.deadline)
-                        .map(|d| d.to_rfc3339())
-                        .unwrap_or_default(),
-                ),
-            ],
-        );
+        self.record(EventKind::Decided(Decided {
+            call_id: request.call_id.clone(),
+            tool: request.tool.clone(),
+            command: request.command.clone(),
+            path: request.path.clone(),
+            // Recorded only when given (empty attributes are left out): the log shows
+            // which real file a call was decided for.
+            resolved_path: request.resolved_path.clone(),
+            paths: request.paths.clone(),
+            url: request.url.clone(),
+            input: request.input.clone(),
+            decision,
+            reason: reason.clone(),
+            rule_index,
+            part: part.unwrap_or_default(),
+            step_count: self.run.step_count,
+            deadline: ask.and_then(|a| a.deadline),
+        }));
         debug!(call_id = %request.call_id, tool = %request.tool, %decision, reason = %reason, "decided");
         if ask.is_some() {
             self.asking.insert(request.call_id.clone());
@@ -306,31 +283,21 @@ impl RunActor {
         if let Some(call) = self.calls.get_mut(&call_id) {
             call.result_recorded = true;
         }
-        self.record(
-            "run.toolcall.result",
-            [
-                ("call_id", call_id.clone()),
-                ("tool", tool),
-                ("success", result.success.to_string()),
-                ("error", result.error.clone()),
-                ("cost_usd", result.cost_usd.to_string()),
-                ("total_cost_usd", self.run.cost_usd.to_string()),
-                ("output_bytes", result.output.len().to_string()),
-                (
-                    "duration_ms",
-                    result
-                        .duration
-                        .map(|d| d.as_millis().to_string())
-                        .unwrap_or_default(),
-                ),
-            ],
-        );
+        self.record(EventKind::Result(CallResult {
+            call_id: call_id.clone(),
+            tool,
+            success: result.success,
+            error: result.error.clone(),
+            cost_usd: result.cost_usd,
+            total_cost_usd: self.run.cost_usd,
+            output_bytes: result.output.len() as u64,
+            duration_ms: result.duration.map(|d| d.as_millis()),
+        }));
         let limits = &self.profile.profile().termination;
         let ending = if stalled && limits.stall_detection {
-            self.record(
-                "run.stall_detected",
-                [("threshold", self.stall.threshold().to_string())],
-            );
+            self.record(EventKind::StallDetected {
+                threshold: self.stall.threshold(),
+            });
             Some((Status::Failed, "stall detected".to_string()))
         } else if limits.max_cost > 0.0 && self.run.cost_usd >= limits.max_cost {
             Some((

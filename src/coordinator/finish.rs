@@ -2,7 +2,8 @@
 
 use super::actor::{Phase, RunActor};
 use super::messages::{DeliveryOutcome, GateOutcome, Push, RunCompletion, SessionError};
-use crate::domain::Status;
+use crate::domain::event::{Delivery, GateReport};
+use crate::domain::{EventKind, Status};
 use crate::store::StoreError;
 
 impl RunActor {
@@ -44,13 +45,10 @@ impl RunActor {
                     return Ok(());
                 }
                 self.phase = Phase::Gate;
-                self.record(
-                    "run.qualitygate.started",
-                    [
-                        ("require_tests_pass", gate.require_tests_pass.to_string()),
-                        ("require_lint_pass", gate.require_lint_pass.to_string()),
-                    ],
-                );
+                self.record(EventKind::GateStarted {
+                    require_tests_pass: gate.require_tests_pass,
+                    require_lint_pass: gate.require_lint_pass,
+                });
                 self.commit().await?;
                 if let Some(request) = self.outstanding_request() {
                     self.push(request);
@@ -88,20 +86,20 @@ impl RunActor {
         if !outcome.error.is_empty() {
             failures.push("the gate could not run");
         }
-        let attributes = [
-            ("tests_passed", flag(outcome.tests_passed)),
-            ("lint_passed", flag(outcome.lint_passed)),
-            ("error", outcome.error.clone()),
-        ];
+        let recorded = GateReport {
+            tests_passed: outcome.tests_passed,
+            lint_passed: outcome.lint_passed,
+            error: outcome.error.clone(),
+        };
         if failures.is_empty() {
-            self.record("run.qualitygate.passed", attributes);
+            self.record(EventKind::GatePassed(recorded));
             return self.deliver_or_complete().await;
         }
         let mut note = format!("quality gate failed: {}", failures.join(", "));
         if !outcome.error.is_empty() {
             note = format!("{note} ({})", outcome.error);
         }
-        self.record("run.qualitygate.failed", attributes);
+        self.record(EventKind::GateFailed(recorded));
         if gate.rollback_on_gate_fail {
             self.finish(Status::Failed, note).await
         } else {
@@ -119,7 +117,7 @@ impl RunActor {
                 .await;
         };
         self.phase = Phase::Delivering;
-        self.record("run.delivery.requested", [("mode", mode.to_string())]);
+        self.record(EventKind::DeliveryRequested { mode });
         self.commit().await?;
         if let Some(request) = self.outstanding_request() {
             self.push(request);
@@ -164,21 +162,18 @@ impl RunActor {
             )));
             return Ok(());
         }
-        let kind = if outcome.success {
-            "run.delivery.succeeded"
-        } else {
-            "run.delivery.failed"
+        let delivery = Delivery {
+            patch_path: outcome.patch_path,
+            commit_hash: outcome.commit_hash,
+            branch_name: outcome.branch_name,
+            pr_url: outcome.pr_url,
+            error: outcome.error.clone(),
         };
-        self.record(
-            kind,
-            [
-                ("patch_path", outcome.patch_path),
-                ("commit_hash", outcome.commit_hash),
-                ("branch_name", outcome.branch_name),
-                ("pr_url", outcome.pr_url),
-                ("error", outcome.error.clone()),
-            ],
-        );
+        self.record(if outcome.success {
+            EventKind::DeliverySucceeded(delivery)
+        } else {
+            EventKind::DeliveryFailed(delivery)
+        });
         if !outcome.success {
             let note = format!("delivery failed: {}", outcome.error);
             self.completion_note = if self.completion_note.is_empty() {
@@ -190,8 +185,4 @@ impl RunActor {
         self.finish(Status::Completed, self.completion_note.clone())
             .await
     }
-}
-
-fn flag(value: Option<bool>) -> String {
-    value.map(|v| v.to_string()).unwrap_or_default()
 }

@@ -5,7 +5,8 @@ use tracing::info;
 use super::actor::{AttachError, CallState, RunActor, Session};
 use super::messages::{CloseReason, CoordinatorError, Push};
 use super::RUNPLANE;
-use crate::domain::{Decision, Run, Status, ToolCallResponse};
+use crate::domain::event::{Ended, Resolved};
+use crate::domain::{Decision, EventKind, Run, Status, ToolCallResponse};
 use crate::store::StoreError;
 
 impl RunActor {
@@ -24,13 +25,10 @@ impl RunActor {
             self.close_session(CloseReason::TakenOver {
                 by_worker: session.worker_id.clone(),
             });
-            self.record(
-                "run.worker.detached",
-                [
-                    ("worker_id", old_worker),
-                    ("reason", "taken over".to_string()),
-                ],
-            );
+            self.record(EventKind::WorkerDetached {
+                worker_id: old_worker,
+                reason: "taken over".into(),
+            });
         }
         if self.run.status == Status::Pending {
             self.run_mut()
@@ -38,19 +36,15 @@ impl RunActor {
                 .map_err(|e| {
                     AttachError::Refused(CoordinatorError::FailedPrecondition(e.to_string()))
                 })?;
-            self.record("run.started", [("worker_id", session.worker_id.clone())]);
+            self.record(EventKind::Started {
+                worker_id: session.worker_id.clone(),
+            });
         }
-        self.record(
-            "run.worker.attached",
-            [
-                ("worker_id", session.worker_id.clone()),
-                ("resumed", resumed.to_string()),
-                (
-                    "workspace_root",
-                    session.workspace_root.clone().unwrap_or_default(),
-                ),
-            ],
-        );
+        self.record(EventKind::WorkerAttached {
+            worker_id: session.worker_id.clone(),
+            resumed,
+            workspace_root: session.workspace_root.clone().unwrap_or_default(),
+        });
         self.commit().await?;
         info!(worker = %session.worker_id, resumed, "worker attached");
         self.grace_deadline = None;
@@ -73,13 +67,10 @@ impl RunActor {
             return Ok(());
         };
         info!(worker = %session.worker_id, "worker detached");
-        self.record(
-            "run.worker.detached",
-            [
-                ("worker_id", session.worker_id),
-                ("reason", "stream closed".to_string()),
-            ],
-        );
+        self.record(EventKind::WorkerDetached {
+            worker_id: session.worker_id,
+            reason: "stream closed".into(),
+        });
         if !self.run.status.is_terminal() {
             self.grace_deadline = self.shared.grace_deadline();
         }
@@ -135,16 +126,13 @@ impl RunActor {
         call.decision = decision;
         call.reason = reason.clone();
         call.ask = None;
-        self.record(
-            "run.toolcall.resolved",
-            [
-                ("call_id", call_id.to_string()),
-                ("decision", decision.to_string()),
-                ("reason", reason.clone()),
-                ("by", by.to_string()),
-                ("note", note),
-            ],
-        );
+        self.record(EventKind::Resolved(Resolved {
+            call_id: call_id.to_string(),
+            decision,
+            reason: reason.clone(),
+            by: by.to_string(),
+            note,
+        }));
         self.commit().await?;
         self.shared.ask_closed(&self.run.id, call_id);
         info!(call_id, %decision, by, "ask resolved");
@@ -177,13 +165,11 @@ impl RunActor {
         }
         self.run_mut().error = reason.clone();
         let denied = self.deny_pending_asks(&format!("run is {status}"));
-        let kind = match status {
-            Status::Cancelled => "run.cancelled",
-            Status::Timeout => "run.timeout",
-            Status::Completed => "run.completed",
-            _ => "run.failed",
-        };
-        self.record(kind, [("reason", reason.clone()), ("by", by.to_string())]);
+        self.record(EventKind::Ended(Ended {
+            status,
+            reason: reason.clone(),
+            by: by.to_string(),
+        }));
         self.commit().await?;
         info!(%status, reason = %reason, by, "run ended");
         // The reason first, so a worker waiting on an ask learns why before its deny.
@@ -231,15 +217,13 @@ impl RunActor {
             call.reason = reason.to_string();
             call.ask = None;
             let snapshot = call.clone();
-            self.record(
-                "run.toolcall.resolved",
-                [
-                    ("call_id", call_id.clone()),
-                    ("decision", "deny".to_string()),
-                    ("reason", reason.to_string()),
-                    ("by", RUNPLANE.to_string()),
-                ],
-            );
+            self.record(EventKind::Resolved(Resolved {
+                call_id: call_id.clone(),
+                decision: Decision::Deny,
+                reason: reason.to_string(),
+                by: RUNPLANE.to_string(),
+                note: String::new(),
+            }));
             denied.push((call_id, snapshot));
         }
         denied
@@ -253,12 +237,11 @@ impl RunActor {
         }
         self.run_mut().error = error.clone();
         let denied = self.deny_pending_asks(&format!("run is {status}"));
-        let kind = if status == Status::Completed {
-            "run.completed"
-        } else {
-            "run.failed"
-        };
-        self.record(kind, [("reason", error)]);
+        self.record(EventKind::Ended(Ended {
+            status,
+            reason: error,
+            by: String::new(),
+        }));
         self.commit().await?;
         info!(%status, "run finished");
         self.push_final_denies(denied);

@@ -14,7 +14,6 @@ mod outbox;
 mod restore;
 mod watch;
 
-use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -25,9 +24,11 @@ use tokio::sync::{broadcast, mpsc, oneshot};
 use tracing::{info, warn};
 
 use crate::auth::{token, Secret};
+use crate::domain::event::{Created, Ended};
 use crate::domain::{Decision, Run, StallTracker, StartRequest, Status, ToolCallResponse};
+use crate::domain::{Event, EventKind};
 use crate::policy::{CompiledProfile, ProfileRegistry, DEFAULT_PROFILE};
-use crate::store::{Commit, Event, RunPage, RunQuery, RunStore, StoreError, StoredRun};
+use crate::store::{Commit, RunPage, RunQuery, RunStore, StoreError, StoredRun};
 
 use actor::{Command, Phase, RunActor, Session};
 pub use actor::{Inbound, Outbound};
@@ -239,18 +240,14 @@ impl Coordinator {
         let event = Arc::new(Event {
             run_id: run.id.clone(),
             seq: 1,
-            kind: "run.created".into(),
             at: now,
-            attributes: [
-                ("policy_profile", run.policy_profile.clone()),
-                ("task_id", run.task_id.clone()),
-                ("agent_id", run.agent_id.clone()),
-                ("project_id", run.project_id.clone()),
-                ("by", by.to_string()),
-            ]
-            .into_iter()
-            .map(|(k, v)| (Cow::Borrowed(k), v))
-            .collect(),
+            kind: EventKind::Created(Created {
+                policy_profile: run.policy_profile.clone(),
+                task_id: run.task_id.clone(),
+                agent_id: run.agent_id.clone(),
+                project_id: run.project_id.clone(),
+                by: by.to_string(),
+            }),
         });
         self.shared
             .store
@@ -384,9 +381,12 @@ impl Coordinator {
         let event = Arc::new(Event {
             run_id: run.id.clone(),
             seq,
-            kind: "run.failed".into(),
             at: now,
-            attributes: [(Cow::Borrowed("reason"), reason)].into_iter().collect(),
+            kind: EventKind::Ended(Ended {
+                status: Status::Failed,
+                reason,
+                by: String::new(),
+            }),
         });
         self.shared
             .store

@@ -18,6 +18,7 @@ use tracing::warn;
 
 use super::actor::{Outbound, RunActor};
 use super::messages::{CloseReason, Push};
+use crate::domain::EventKind;
 use crate::store::StoreError;
 
 /// What the store's thread tells the actor about the commits it issued without waiting.
@@ -298,10 +299,10 @@ impl RunActor {
             "worker does not read its stream"
         };
         let worker_id = session.worker_id;
-        self.record(
-            "run.worker.detached",
-            [("worker_id", worker_id), ("reason", reason.to_string())],
-        );
+        self.record(EventKind::WorkerDetached {
+            worker_id,
+            reason: reason.to_string(),
+        });
         if !self.run.status.is_terminal() {
             self.grace_deadline = self.shared.grace_deadline();
         }

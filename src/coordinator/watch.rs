@@ -5,20 +5,12 @@ use std::sync::Arc;
 use tokio::sync::{broadcast, mpsc};
 
 use super::{Coordinator, CoordinatorError};
-use crate::store::Event;
+use crate::domain::Event;
 
 /// Events read from the store per round trip while replaying.
 const REPLAY_PAGE: usize = 500;
 /// Events buffered for a slow watcher before the feed waits for it.
 const WATCH_BUFFER: usize = 256;
-
-/// The events that end a run; a watch ends after sending one.
-fn is_terminal(kind: &str) -> bool {
-    matches!(
-        kind,
-        "run.completed" | "run.failed" | "run.cancelled" | "run.timeout"
-    )
-}
 
 /// Why a watch loop stopped.
 enum Stop {
@@ -76,7 +68,7 @@ impl Coordinator {
                 let full = page.len() == REPLAY_PAGE;
                 for event in page {
                     next = event.seq + 1;
-                    let terminal = is_terminal(&event.kind);
+                    let terminal = event.kind.is_terminal();
                     if tx.send(Ok(event)).await.is_err() || terminal {
                         return Ok(());
                     }
@@ -123,7 +115,7 @@ async fn follow_live(
         }
         if event.seq < *next {
             // Started past the end of the log: the run's end still ends the watch.
-            if is_terminal(&event.kind) {
+            if event.kind.is_terminal() {
                 return Stop::Done;
             }
             continue;
@@ -132,7 +124,7 @@ async fn follow_live(
             return Stop::Replay;
         }
         *next += 1;
-        let terminal = is_terminal(&event.kind);
+        let terminal = event.kind.is_terminal();
         if tx.send(Ok((*event).clone())).await.is_err() || terminal {
             return Stop::Done;
         }

@@ -5,6 +5,7 @@
 
 mod access;
 mod decision;
+pub mod event;
 mod modes;
 mod run;
 mod stall;
@@ -13,6 +14,7 @@ mod toolcall;
 
 pub use access::{Credential, CredentialKind, Principal, Role, Scope};
 pub use decision::{Decision, UnknownDecision};
+pub use event::{Event, EventKind};
 pub use modes::{DeliverMode, ExecMode};
 pub use run::{Run, StartRequest, TransitionError, ValidationError};
 pub use stall::{StallTracker, DEFAULT_STALL_THRESHOLD};

@@ -9,15 +9,13 @@
 
 mod sqlite;
 
-use std::borrow::Cow;
-use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 
-use crate::domain::{Credential, Run, Scope, StallTracker, Status};
+use crate::domain::{Credential, Event, Run, Scope, StallTracker, Status};
 
 pub use sqlite::{SqliteStore, SqliteStoreOptions, Synchronous};
 
@@ -26,23 +24,6 @@ pub type CommitDone = Box<dyn FnOnce(Result<(), StoreError>) + Send>;
 
 /// A future a store operation resolves to. Boxed so the trait stays object safe.
 pub type StoreFuture<T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'static>>;
-
-/// One entry of a run's append-only log.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Event {
-    /// The run the event belongs to.
-    pub run_id: String,
-    /// Per-run sequence number: starts at 1, gapless, assigned by the run's owner.
-    pub seq: u64,
-    /// What happened, e.g. `run.toolcall.approved`. The names the server records are
-    /// static text, so recording an event allocates nothing for its kind or attribute
-    /// names (every decision records about ten); events read back own theirs.
-    pub kind: Cow<'static, str>,
-    /// When it was recorded.
-    pub at: DateTime<Utc>,
-    /// Details (call_id, tool, decision, reason, status, …).
-    pub attributes: BTreeMap<Cow<'static, str>, String>,
-}
 
 /// Everything one change to a run writes, applied atomically.
 #[derive(Debug, Clone)]

@@ -1,14 +1,13 @@
 //! Runs, events and commits for the store tests, on a real SQLite file in a temp dir.
 #![allow(dead_code)]
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
 pub use chrono::{DateTime, Duration, TimeZone, Utc};
+pub use runplane::domain::{Event, EventKind};
 pub use runplane::domain::{Run, StallTracker, StartRequest};
-pub use runplane::store::Event;
 use runplane::store::{Commit, RunStore, SqliteStore, SqliteStoreOptions, StoreError};
 
 /// A whole-microsecond instant: events keep microseconds, so tests compare at that grain.
@@ -38,16 +37,25 @@ pub fn new_run(id: &str, task: &str, project: &str, agent: &str, created: DateTi
     Run::new(id.into(), request, "headless-safe".into(), created)
 }
 
-pub fn event(run_id: &str, seq: u64, kind: &str) -> Event {
+/// An event whose `label` (see below) tells the tests' events apart; its text has quotes
+/// and non-ASCII characters to show they are stored as they are.
+pub fn event(run_id: &str, seq: u64, label: &str) -> Event {
     Event {
         run_id: run_id.into(),
         seq,
-        kind: kind.to_string().into(),
         at: at(seq as i64 * 1_000 + 7),
-        attributes: BTreeMap::from([
-            ("call_id".into(), format!("call-{seq}")),
-            ("reason".into(), "a \"quoted\" reason, ünïcode".to_string()),
-        ]),
+        kind: EventKind::WorkerDetached {
+            worker_id: label.to_string(),
+            reason: "a \"quoted\" reason, ünïcode".to_string(),
+        },
+    }
+}
+
+/// The label `event` gave an event.
+pub fn label(event: &Event) -> String {
+    match &event.kind {
+        EventKind::WorkerDetached { worker_id, .. } => worker_id.clone(),
+        other => other.name().to_string(),
     }
 }
 

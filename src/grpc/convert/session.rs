@@ -5,11 +5,11 @@ use crate::coordinator::{
     AttachRequest, DeliveryOutcome, GateOutcome, PendingAsk, Push, RunCompletion, SessionError,
     WorkerInput,
 };
+use crate::domain::Event;
 use crate::domain::{Status, ToolCallRequest, ToolCallResult};
 use crate::grpc::pb;
 use crate::grpc::pb::coordinator_message::Message as Out;
 use crate::grpc::pb::worker_message::Message as In;
-use crate::store::Event;
 
 impl TryFrom<pb::Attach> for AttachRequest {
     type Error = ConvertError;
@@ -158,12 +158,13 @@ impl From<&Event> for pb::RunEvent {
         pb::RunEvent {
             run_id: event.run_id.clone(),
             seq: event.seq,
-            r#type: event.kind.to_string(),
+            r#type: event.kind.name().to_string(),
             at: Some(timestamp(event.at)),
             attributes: event
-                .attributes
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.clone()))
+                .kind
+                .attributes()
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v))
                 .collect(),
         }
     }

@@ -119,12 +119,12 @@ pub(super) fn encode(commit: Commit) -> Result<EncodedCommit, StoreError> {
                 run.id, event.seq, event.run_id
             )));
         }
-        let attributes = serde_json::to_string(&event.attributes).map_err(|e| {
+        let attributes = serde_json::to_string(&event.kind.attributes()).map_err(|e| {
             StoreError::Database(format!("run {}: encode event {}: {e}", run.id, event.seq))
         })?;
         encoded.push(EncodedEvent {
             seq: event.seq,
-            kind: event.kind.clone(),
+            kind: Cow::Borrowed(event.kind.name()),
             at: event.at.timestamp_micros(),
             attributes,
             progress: None,

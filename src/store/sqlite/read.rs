@@ -1,7 +1,6 @@
 //! Reads, on their own connections: in WAL mode readers see the last committed state and
 //! neither wait for the writer nor hold it up.
 
-use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::{Mutex, PoisonError};
@@ -11,8 +10,8 @@ use rusqlite::{Connection, OptionalExtension, ToSql};
 
 use super::db_err;
 use super::schema::{self, LIVE_CLAUSE};
-use crate::domain::{Run, StallTracker};
-use crate::store::{Event, PageCursor, RunPage, RunQuery, StoreError, StoredRun};
+use crate::domain::{Event, EventKind, Run, StallTracker};
+use crate::store::{PageCursor, RunPage, RunQuery, StoreError, StoredRun};
 
 /// Idle connections kept for reuse; more are opened under a burst and closed after it.
 pub(super) const MAX_IDLE: usize = 8;
@@ -462,15 +461,18 @@ impl EventRow {
         let seq = u64::try_from(self.seq).map_err(|_| corrupt(format!("seq {}", self.seq)))?;
         let at = DateTime::<Utc>::from_timestamp_micros(self.at)
             .ok_or_else(|| corrupt(format!("{seq}: time {} out of range", self.at)))?;
-        let attributes: BTreeMap<Cow<'static, str>, String> =
-            serde_json::from_str(&self.attributes)
-                .map_err(|e| corrupt(format!("{seq}: attributes: {e}")))?;
+        let attributes: BTreeMap<String, String> = serde_json::from_str(&self.attributes)
+            .map_err(|e| corrupt(format!("{seq}: attributes: {e}")))?;
+        let kind = EventKind::parse(
+            &self.kind,
+            attributes.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+        )
+        .map_err(|e| corrupt(format!("{seq}: {e}")))?;
         Ok(Event {
             run_id: run_id.to_string(),
             seq,
-            kind: Cow::Owned(self.kind),
             at,
-            attributes,
+            kind,
         })
     }
 }
