@@ -416,3 +416,36 @@ fn print_settings_shows_what_the_agent_is_given() {
         assert!(codex.contains(expected), "{expected} in {codex}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_call_runplane_refuses_is_denied_at_once_not_held() {
+    if python3_missing() {
+        return;
+    }
+    let server = TestServer::with(Options {
+        policy: Some(PROFILE.into()),
+        ..Options::default()
+    })
+    .await;
+    // A command over the server's 64 KiB cap: the session answers with an error, not a
+    // decision; the hook is released with a deny instead of waiting out its deadline.
+    let command = format!("echo {}", "x".repeat(70_000));
+    let script = serde_json::json!([{"name": "Bash", "input": {"command": command}}]);
+    let run_id = server.start_run("work").await;
+    let token = server.worker_token(&run_id);
+    let started = std::time::Instant::now();
+    let (output, _repo) = fake_work(
+        &server,
+        &["--run", &run_id, "--hook-timeout", "60"],
+        &[("RUNPLANE_WORKER_TOKEN", &token)],
+        script,
+    )
+    .await;
+    assert!(started.elapsed() < std::time::Duration::from_secs(20));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let line: serde_json::Value = serde_json::from_str(stdout.lines().next().unwrap()).unwrap();
+    assert_eq!(line["ran"], false, "{stdout}");
+    // The run went on to its gate (which fails: the agent wrote no src/lib.rs).
+    let run = server.get_run(&run_id).await;
+    assert_eq!(run.error, "quality gate failed: tests did not pass");
+}

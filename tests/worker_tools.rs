@@ -96,3 +96,33 @@ fn a_payload_without_a_tool_or_call_id_is_refused() {
         ))
     );
 }
+
+#[test]
+fn an_input_over_the_servers_cap_is_cut_to_fit_and_stays_valid_json() {
+    use runplane::worker::tools::{fit, MAX_INPUT_BYTES};
+    let big = serde_json::json!({
+        "file_path": "/work/src/big.txt",
+        "content": "é".repeat(40_000),
+        "dangerouslyDisableSandbox": true,
+        "note": "\"".repeat(5_000),
+    });
+    let text = fit(big.clone());
+    assert!(text.len() <= MAX_INPUT_BYTES, "{}", text.len());
+    let back: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(back["file_path"], big["file_path"]);
+    assert_eq!(back["dangerouslyDisableSandbox"], true);
+    let content = back["content"].as_str().unwrap();
+    assert!(
+        content.starts_with("éé") && content.contains("…[runplane cut "),
+        "{}",
+        &content[content.len() - 40..]
+    );
+    // Small inputs are untouched; one that is all small fields becomes a note of its size.
+    let small = serde_json::json!({"command": "git status"});
+    assert_eq!(fit(small.clone()), small.to_string());
+    let fields: serde_json::Map<String, serde_json::Value> = (0..20_000)
+        .map(|i| (format!("k{i}"), serde_json::json!(i)))
+        .collect();
+    let note = fit(serde_json::Value::Object(fields));
+    assert!(note.starts_with(r#"{"runplane":"input of "#), "{note}");
+}

@@ -7,6 +7,7 @@
 mod asks;
 pub mod connect;
 pub mod escape;
+mod exec_agent;
 mod hook;
 mod output;
 mod policy;
@@ -74,6 +75,9 @@ pub enum Command {
     /// tool on any failure.
     #[command(hide = true)]
     Hook(hook::HookArgs),
+    /// Run by `runplane work` to start an agent that dies with its worker.
+    #[command(hide = true)]
+    ExecAgent(exec_agent::ExecAgentArgs),
     /// Run a coding agent (Claude Code) as the worker of a run: its tool calls are decided
     /// by the run's policy through the agent's hooks, failing closed.
     Work(work::WorkArgs),
@@ -147,6 +151,7 @@ pub fn run(cli: Cli) -> ExitCode {
             block_on(async move { report(tokens::run(&client, command).await) })
         }
         Command::Hook(args) => hook::run(args),
+        Command::ExecAgent(args) => exec_agent::run(args),
         Command::Work(args) => block_on(work::run(args)),
         // Offline, synchronous: no runtime needed.
         Command::Policy { command } => policy::run(command),

@@ -168,7 +168,7 @@ async fn run_inner(args: WorkArgs) -> anyhow::Result<pb::Run> {
     };
     let workspace = std::fs::canonicalize(&workspace)
         .with_context(|| format!("--workspace {}", workspace.display()))?;
-    let hook_program = std::env::current_exe().context("the runplane executable")?;
+    let runplane = std::env::current_exe().context("the runplane executable")?;
     let channel = channel(&args.server, args.ca_cert.as_ref()).await?;
     let (run_id, worker_token) = match &args.run {
         Some(run) => (run.clone(), args.worker_token.clone()),
@@ -186,7 +186,7 @@ async fn run_inner(args: WorkArgs) -> anyhow::Result<pb::Run> {
             limit: Duration::from_secs(args.gate_timeout),
         },
         remote: args.remote,
-        hook_program,
+        runplane,
         hook_timeout: Duration::from_secs(args.hook_timeout),
         probe_timeout: Duration::from_secs(args.probe_timeout),
         reattach_for: Duration::from_secs(args.reattach_for),

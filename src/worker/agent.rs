@@ -11,19 +11,31 @@ use tokio::process::{Child, Command};
 use super::launch::Launch;
 
 /// Starts the agent in `workspace`, in a process group of its own so that stopping it
-/// stops everything it started. stdin is closed; its stdout goes to `stdout`, its stderr
-/// where ours goes.
-pub fn spawn(launch: &Launch, workspace: &Path, stdout: Stdio) -> std::io::Result<Child> {
-    let (program, args) = launch
-        .line
-        .split_first()
-        .ok_or_else(|| std::io::Error::other("empty agent command"))?;
-    let mut command = Command::new(program);
+/// stops everything it started, through `runplane exec-agent` (the `runplane` executable
+/// `launcher`) so that it dies with this process. stdin is closed; its stdout goes to
+/// `stdout`, its stderr where ours goes.
+pub fn spawn(
+    launch: &Launch,
+    workspace: &Path,
+    stdout: Stdio,
+    launcher: &Path,
+) -> std::io::Result<Child> {
+    if launch.line.is_empty() {
+        return Err(std::io::Error::other("empty agent command"));
+    }
+    let mut command = Command::new(launcher);
+    command
+        .args([
+            "exec-agent",
+            "--parent",
+            &std::process::id().to_string(),
+            "--",
+        ])
+        .args(&launch.line);
     for name in &launch.env_remove {
         command.env_remove(name);
     }
     command
-        .args(args)
         .envs(launch.env.iter().map(|(name, value)| (name, value)))
         .current_dir(workspace)
         .stdin(Stdio::null())

@@ -109,6 +109,17 @@ impl Hooks {
         }
     }
 
+    /// Releases the hook holding `error.call_id` with a deny: runplane refused the request
+    /// itself (a field over its limit, say), and a refused call must not wait out the hook.
+    pub fn refused(&self, error: &pb::SessionError) {
+        self.decided(pb::ToolCallResponse {
+            run_id: self.run_id.clone(),
+            call_id: error.call_id.clone(),
+            decision: pb::Decision::Deny as i32,
+            reason: format!("runplane refused the call: {}", error.message),
+        });
+    }
+
     /// The agent's last message, as its Stop hook reported it.
     pub fn last_message(&self) -> String {
         lock(&self.last_message).clone()

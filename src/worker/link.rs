@@ -154,6 +154,11 @@ impl Link {
             Out::ResultAck(ack) => {
                 self.unacked.remove(&ack.call_id);
             }
+            // A refused message would be refused again: it is not repeated.
+            Out::Error(error) if !error.call_id.is_empty() => {
+                self.unanswered.remove(&error.call_id);
+                self.unacked.remove(&error.call_id);
+            }
             _ => {}
         }
     }

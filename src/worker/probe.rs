@@ -28,13 +28,14 @@ pub async fn hooks_live(
     workspace: &Path,
     starts: &mut mpsc::UnboundedReceiver<String>,
     limit: Duration,
+    launcher: &Path,
 ) -> Result<(), String> {
     // Held open while the probe runs: the agent's connection waits in its backlog.
     let silent_model = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|listener| Ok((listener.local_addr()?, listener)))
         .map_err(|err| format!("cannot open the probe's model address: {err}"))?;
     let probe = launch::probe(agent, launch, silent_model.0);
-    let mut child = agent::spawn(&probe, workspace, Stdio::null())
+    let mut child = agent::spawn(&probe, workspace, Stdio::null(), launcher)
         .map_err(|err| format!("cannot start {:?}: {err}", probe.line.first()))?;
     let _group = agent::GroupGuard::new(&child);
     let outcome = tokio::select! {

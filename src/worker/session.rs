@@ -7,6 +7,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use tokio::process::Child;
+use tokio::signal::unix::{signal, Signal, SignalKind};
 use tonic::transport::Channel;
 
 use super::agent;
@@ -42,8 +43,8 @@ pub struct WorkConfig {
     pub gate: GateDefaults,
     /// Where `branch` and `pr` deliveries push.
     pub remote: String,
-    /// The `runplane` executable the agent's hooks run.
-    pub hook_program: PathBuf,
+    /// The `runplane` executable: the agent's hooks run it, and it starts the agent.
+    pub runplane: PathBuf,
     /// How long a hook may wait for its answer (an ask included).
     pub hook_timeout: Duration,
     /// How long the hooks-live probe may take.
@@ -99,7 +100,7 @@ pub async fn work(channel: Channel, config: WorkConfig) -> Result<pb::Run, WorkE
     let server = HookServer::bind(&socket_dir.path().join("hooks.sock"), hooks.handler())
         .map_err(|e| WorkError::Local(format!("hook socket: {e}")))?;
     let hook_command = HookCommand::new(
-        &config.hook_program,
+        &config.runplane,
         config.agent,
         server.path(),
         config.hook_timeout,
@@ -113,6 +114,7 @@ pub async fn work(channel: Channel, config: WorkConfig) -> Result<pb::Run, WorkE
             None
         }
     };
+    let mut stopping = Signals::new().map_err(|e| WorkError::Local(format!("signals: {e}")))?;
     let mut gate: Option<GateOutcome> = None;
     let mut delivered: Option<pb::DeliveryResult> = None;
     loop {
@@ -134,8 +136,21 @@ pub async fn work(channel: Channel, config: WorkConfig) -> Result<pb::Run, WorkE
                     link.send(failed(why));
                 }
             },
+            signal = stopping.recv() => {
+                // The first SIGINT or SIGTERM ends the run (failed, saying why) with the
+                // agent stopped; a second one leaves at once.
+                if agent.is_none() {
+                    return Err(WorkError::Local(format!("stopped by {signal}")));
+                }
+                stop(&mut agent).await;
+                link.send(failed(format!("runplane work was stopped by {signal}")));
+            }
             received = link.next() => match received? {
                 Out::ToolCallResponse(response) => hooks.decided(response),
+                Out::Error(error) => {
+                    tracing::warn!(call_id = %error.call_id, code = %error.code, message = %error.message, "runplane refused a message");
+                    hooks.refused(&error);
+                }
                 // The run is over: stop the agent (whatever it is doing, a held hook
                 // included) and report how it ended; the server sends nothing more.
                 Out::Cancel(cancel) => {
@@ -178,6 +193,29 @@ pub async fn work(channel: Channel, config: WorkConfig) -> Result<pb::Run, WorkE
     }
 }
 
+/// SIGINT and SIGTERM, as they arrive.
+struct Signals {
+    interrupt: Signal,
+    terminate: Signal,
+}
+
+impl Signals {
+    fn new() -> std::io::Result<Signals> {
+        Ok(Signals {
+            interrupt: signal(SignalKind::interrupt())?,
+            terminate: signal(SignalKind::terminate())?,
+        })
+    }
+
+    /// The next one's name.
+    async fn recv(&mut self) -> &'static str {
+        tokio::select! {
+            _ = self.interrupt.recv() => "SIGINT",
+            _ = self.terminate.recv() => "SIGTERM",
+        }
+    }
+}
+
 /// Proves the hooks are live, then starts the agent.
 async fn start_agent(
     config: &WorkConfig,
@@ -190,10 +228,16 @@ async fn start_agent(
         &config.workspace,
         starts,
         config.probe_timeout,
+        &config.runplane,
     )
     .await?;
-    let child = agent::spawn(launch, &config.workspace, Stdio::inherit())
-        .map_err(|e| format!("cannot start {:?}: {e}", config.command.first()))?;
+    let child = agent::spawn(
+        launch,
+        &config.workspace,
+        Stdio::inherit(),
+        &config.runplane,
+    )
+    .map_err(|e| format!("cannot start {:?}: {e}", config.command.first()))?;
     let group = agent::GroupGuard::new(&child);
     Ok(Running {
         child,

@@ -52,7 +52,7 @@ pub fn tool_call(payload: &Value) -> Result<ToolCallRequest, PayloadError> {
         input: if input.is_null() {
             String::new()
         } else {
-            input.to_string()
+            fit(input.clone())
         },
         ..ToolCallRequest::default()
     };
@@ -96,6 +96,64 @@ pub fn patch_paths(patch: &str) -> Vec<String> {
         }
     }
     paths
+}
+
+/// Largest `input` the server records (its cap for a stored text).
+pub const MAX_INPUT_BYTES: usize = 64 * 1024;
+
+/// Rounds of cutting before an input is given up on as a whole.
+const MAX_CUTS: usize = 64;
+
+/// The tool's input as JSON text within `MAX_INPUT_BYTES` (a Write of a large file would
+/// otherwise be refused by the server): the longest strings are cut, with a mark saying
+/// how much, so the text stays valid JSON and the short fields rules match on (flags such
+/// as `dangerouslyDisableSandbox`, paths) stay whole. An input that cannot be cut down
+/// (thousands of short fields) is replaced by a note of its size.
+pub fn fit(mut input: Value) -> String {
+    for _ in 0..MAX_CUTS {
+        let text = input.to_string();
+        if text.len() <= MAX_INPUT_BYTES {
+            return text;
+        }
+        let excess = text.len() - MAX_INPUT_BYTES;
+        match longest_string(&mut input) {
+            Some(longest) if longest.len() > 256 => cut(longest, excess),
+            _ => break,
+        }
+    }
+    let text = input.to_string();
+    if text.len() <= MAX_INPUT_BYTES {
+        return text;
+    }
+    serde_json::json!({ "runplane": format!("input of {} bytes, too large to record", text.len()) })
+        .to_string()
+}
+
+fn longest_string(value: &mut Value) -> Option<&mut String> {
+    match value {
+        Value::String(text) => Some(text),
+        Value::Array(items) => items
+            .iter_mut()
+            .filter_map(longest_string)
+            .max_by_key(|text| text.len()),
+        Value::Object(fields) => fields
+            .values_mut()
+            .filter_map(longest_string)
+            .max_by_key(|text| text.len()),
+        _ => None,
+    }
+}
+
+/// Cuts `excess` bytes (and room for the mark) off the end of `text`, at a character
+/// boundary, and marks it.
+fn cut(text: &mut String, excess: usize) {
+    let mut keep = text.len().saturating_sub(excess + 64);
+    while !text.is_char_boundary(keep) {
+        keep -= 1;
+    }
+    let cut_bytes = text.len() - keep;
+    text.truncate(keep);
+    text.push_str(&format!("…[runplane cut {cut_bytes} bytes]"));
 }
 
 #[cfg(test)]
