@@ -294,24 +294,53 @@ async fn broken_protocol_ends_the_stream_with_invalid_argument() {
 
 #[tokio::test]
 async fn a_session_that_never_attaches_is_ended() {
+    let attach_timeout = std::time::Duration::from_millis(200);
     let server = TestServer::with(Options {
-        attach_timeout: std::time::Duration::from_millis(200),
+        attach_timeout,
         ..Options::default()
     })
     .await;
+    let clock = StoppedClock::stop();
+    let stopped_at = tokio::time::Instant::now();
+    let channel = server.raw_channel().await;
     // The sender stays open: the stream is neither closed nor attached.
     let (_tx, rx) = tokio::sync::mpsc::channel::<pb::WorkerMessage>(1);
-    let err = server
-        .workers()
+    let mut workers = WorkerServiceClient::new(channel.clone());
+    let session = tokio::spawn(async move {
+        let result = workers
+            .session(tokio_stream::wrappers::ReceiverStream::new(rx))
+            .await;
+        (result.map(drop), stopped_at.elapsed())
+    });
+    // Lets the spawned task send the session's request before the health check's.
+    tokio::task::yield_now().await;
+    // The attach timer starts with the session's handler, which the client cannot see. The
+    // server starts the handlers of a connection's streams in the order they were opened,
+    // so the answer to a later call on the same connection means the timer is running.
+    let mut health = tonic_health::pb::health_client::HealthClient::new(channel);
+    let check = || tonic_health::pb::HealthCheckRequest {
+        service: String::new(),
+    };
+    health.check(check()).await.unwrap();
+
+    clock.advance(attach_timeout - TICK).await;
+    health.check(check()).await.unwrap();
+    assert!(
+        !session.is_finished(),
+        "the session ended before its timeout"
+    );
+    clock.advance(2 * TICK).await;
+    let (result, ended_after) = tokio::time::timeout(PATIENCE, session)
         .await
-        .session(tokio_stream::wrappers::ReceiverStream::new(rx))
-        .await
-        .unwrap_err();
+        .expect("the session did not end")
+        .unwrap();
+    let err = result.unwrap_err();
     assert_eq!(err.code(), Code::DeadlineExceeded);
     assert_eq!(
         err.message(),
         "no attach within 0.2 s of opening the session"
     );
+    assert_eq!(ended_after, attach_timeout + TICK, "ended on the last move");
 }
 
 #[tokio::test]

@@ -279,6 +279,26 @@ async fn nothing_committed_is_lost_after_kill_9() {
         (1..=events.len() as u64).collect::<Vec<_>>(),
         "gapless and in order"
     );
+    // The session the killed server held is closed in the log, before the new attach; the
+    // session `finished` closed is too, before the run's end.
+    let sessions: Vec<(&str, &str)> = events
+        .iter()
+        .filter(|e| e.r#type.starts_with("run.worker."))
+        .map(|e| {
+            let reason = e.attributes.get("reason").map_or("", String::as_str);
+            (e.r#type.as_str(), reason)
+        })
+        .collect();
+    assert_eq!(
+        sessions,
+        [
+            ("run.worker.attached", ""),
+            ("run.worker.detached", "session lost"),
+            ("run.worker.attached", ""),
+            ("run.worker.detached", "run finished"),
+        ]
+    );
+    assert_eq!(events.last().unwrap().r#type, "run.completed");
     for (call_id, decision) in &resumed.decisions {
         let name = pb::Decision::try_from(*decision).unwrap().as_str_name();
         let wanted = name.trim_start_matches("DECISION_").to_lowercase();

@@ -185,13 +185,18 @@ async fn reaching_max_cost_on_a_result_ends_the_run_at_once() {
     assert!((run.cost_usd - 1.1).abs() < 1e-9);
 }
 
-/// Real time, one second: the paused clock cannot be used with a store whose writer is
-/// another thread (tokio would auto-advance while a commit is in flight).
+/// The run's time limit, one second from its start, on a stopped clock moved by the test.
 #[tokio::test]
 async fn time_limit_fires_while_the_worker_is_silent() {
     let server = TestServer::with(limits("time", "timeout_seconds = 1")).await;
+    let clock = StoppedClock::stop();
     let run_id = server.start_run("time").await;
     let (mut worker, _) = Worker::attach(&server, &run_id).await;
+    let limit = std::time::Duration::from_secs(1);
+
+    clock.advance(limit - TICK).await;
+    expect_still_running(&mut worker).await;
+    clock.advance(2 * TICK).await;
     let terminate = expect_terminate(&mut worker).await;
     assert_eq!(terminate.status, pb::RunStatus::Timeout as i32);
     assert_eq!(terminate.reason, "time limit reached (1 s)");
@@ -199,10 +204,21 @@ async fn time_limit_fires_while_the_worker_is_silent() {
         status(&server.get_run(&run_id).await),
         pb::RunStatus::Timeout
     );
-    assert_eq!(
-        server.event_types(&run_id).await.last().unwrap(),
-        "run.timeout"
-    );
+    let events = server.events(&run_id).await;
+    let started = events.iter().find(|e| e.r#type == "run.started").unwrap();
+    let timeout = events.last().unwrap();
+    assert_eq!(timeout.r#type, "run.timeout");
+    assert_eq!(time_between(started, timeout), limit + TICK);
+}
+
+/// Before a deadline: the worker's heartbeat is answered, and nothing came before the
+/// answer (a terminate or a final deny would have).
+async fn expect_still_running(worker: &mut Worker) {
+    worker.send(In::Heartbeat(pb::Heartbeat {})).await;
+    match worker.recv().await {
+        Out::Heartbeat(reply) => assert_eq!(reply.status, pb::RunStatus::Running as i32),
+        other => panic!("expected a heartbeat reply, got {other:?}"),
+    }
 }
 
 #[tokio::test]
@@ -338,23 +354,36 @@ async fn ask_resolved_deny_refuses_the_result() {
 #[tokio::test]
 async fn an_unanswered_ask_times_out_as_deny() {
     let server = TestServer::with(limits("asks", "ask_timeout_seconds = 1")).await;
+    let clock = StoppedClock::stop();
     let run_id = server.start_run("asks").await;
     let (mut worker, _) = Worker::attach(&server, &run_id).await;
     assert_eq!(
         decision(&worker.call("e1", "Edit", "", "ask/x").await),
         pb::Decision::Ask
     );
+    let timeout = std::time::Duration::from_secs(1);
+
+    clock.advance(timeout - TICK).await;
+    expect_still_running(&mut worker).await;
+    assert_eq!(server.pending_asks(&run_id).await.len(), 1);
+    clock.advance(2 * TICK).await;
     match worker.recv().await {
         Out::ToolCallResponse(r) => {
+            assert_eq!(r.call_id, "e1");
             assert_eq!(decision(&r), pb::Decision::Deny);
             assert_eq!(r.reason, "ask timed out after 1 s");
         }
         other => panic!("expected the final decision, got {other:?}"),
     }
     let events = server.events(&run_id).await;
+    let asked = events
+        .iter()
+        .find(|e| e.r#type == "run.toolcall.asked")
+        .unwrap();
     let resolved = events.last().unwrap();
     assert_eq!(resolved.r#type, "run.toolcall.resolved");
     assert_eq!(resolved.attributes["by"], "runplane");
+    assert_eq!(time_between(asked, resolved), timeout + TICK);
     assert!(server.pending_asks("").await.is_empty());
 }
 
@@ -396,11 +425,13 @@ async fn completion_passes_the_quality_gate_and_finishes() {
     assert_eq!(run.output, "all done");
     assert!(run.completed_at.is_some());
     let types = server.event_types(&run_id).await;
+    // The server closes the stream with `finished`: the detach is recorded with the end.
     assert_eq!(
-        types[types.len() - 3..],
+        types[types.len() - 4..],
         [
             "run.qualitygate.started",
             "run.qualitygate.passed",
+            "run.worker.detached",
             "run.completed"
         ]
     );
@@ -574,37 +605,73 @@ async fn reattach_within_grace_continues_the_run() {
 
 #[tokio::test]
 async fn after_the_grace_period_the_run_fails_with_worker_lost() {
+    let grace = std::time::Duration::from_millis(300);
     let server = TestServer::with(Options {
-        grace: std::time::Duration::from_millis(300),
+        grace,
         ..Options::default()
     })
     .await;
+    let clock = StoppedClock::stop();
     let run_id = server.start_run("").await;
     let (worker, _) = Worker::attach(&server, &run_id).await;
+    let mut watch = server
+        .runs()
+        .await
+        .watch_run(pb::WatchRunRequest {
+            run_id: run_id.clone(),
+            from_seq: 0,
+        })
+        .await
+        .unwrap()
+        .into_inner();
     drop(worker);
-    let deadline = tokio::time::Instant::now() + PATIENCE;
+    // The grace runs from the recorded detach, which the test waits for before moving time.
     loop {
-        let run = server.get_run(&run_id).await;
-        if status(&run) == pb::RunStatus::Failed {
-            assert_eq!(run.error, "worker lost");
+        let event = next_event(&mut watch).await.expect("the run is not over");
+        if event.r#type == "run.worker.detached" {
             break;
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "run did not fail in time"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
-    let types = server.event_types(&run_id).await;
+
+    clock.advance(grace - TICK).await;
     assert_eq!(
-        types[types.len() - 2..],
+        status(&server.get_run(&run_id).await),
+        pb::RunStatus::Running
+    );
+    clock.advance(2 * TICK).await;
+    let failed = next_event(&mut watch).await.expect("the run's end");
+    assert_eq!(failed.r#type, "run.failed");
+    assert!(
+        next_event(&mut watch).await.is_none(),
+        "the watch ends with the run"
+    );
+    let run = server.get_run(&run_id).await;
+    assert_eq!(status(&run), pb::RunStatus::Failed);
+    assert_eq!(run.error, "worker lost");
+    // From the store: a watch sends a live event's time to the nanosecond, the store keeps
+    // microseconds.
+    let events = server.events(&run_id).await;
+    let [.., detached, failed] = events.as_slice() else {
+        panic!("{events:?}");
+    };
+    assert_eq!(
+        [detached.r#type.as_str(), failed.r#type.as_str()],
         ["run.worker.detached", "run.failed"]
     );
+    assert_eq!(time_between(detached, failed), grace + TICK);
     let err = Worker::try_attach(&server, &run_id, "late")
         .await
         .err()
         .unwrap();
     assert_eq!(err.code(), tonic::Code::Unauthenticated);
+}
+
+/// The next event of a watch, `None` once the run is over.
+async fn next_event(watch: &mut tonic::Streaming<pb::RunEvent>) -> Option<pb::RunEvent> {
+    tokio::time::timeout(PATIENCE, watch.message())
+        .await
+        .expect("no event in time")
+        .unwrap()
 }
 
 #[tokio::test]
@@ -631,13 +698,14 @@ async fn watch_replays_then_follows_until_the_run_ends() {
         seqs.push(event.seq);
         types.push(event.r#type);
     }
-    assert_eq!(seqs, (2..=5).collect::<Vec<u64>>());
+    assert_eq!(seqs, (2..=6).collect::<Vec<u64>>());
     assert_eq!(
         types,
         [
             "run.started",
             "run.worker.attached",
             "run.toolcall.approved",
+            "run.worker.detached",
             "run.completed"
         ]
     );
@@ -747,8 +815,12 @@ async fn finishing_a_run_denies_its_pending_asks_first() {
     assert!(server.pending_asks("").await.is_empty());
     let types = server.event_types(&run_id).await;
     assert_eq!(
-        types[types.len() - 2..],
-        ["run.toolcall.resolved", "run.completed"]
+        types[types.len() - 3..],
+        [
+            "run.toolcall.resolved",
+            "run.worker.detached",
+            "run.completed"
+        ]
     );
 }
 

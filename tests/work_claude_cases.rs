@@ -191,9 +191,10 @@ async fn three_identical_failing_reads_stall_the_run_and_claude_code_is_stopped(
     let run = case.start(&claude, script, WorkOptions::default()).await;
     let ended = async || status(&case.run().await) != pb::RunStatus::Running;
     assert!(eventually(PATIENCE * 3, ended).await, "the run never ended");
-    let output = tokio::time::timeout(Duration::from_secs(5), run.finish())
+    // The agent gets SIGTERM, then SIGKILL after 3 s: gone well within 15 s.
+    let output = tokio::time::timeout(Duration::from_secs(15), run.finish())
         .await
-        .expect("runplane work and Claude Code are gone within 5 s of the stall");
+        .expect("runplane work and Claude Code are gone soon after the stall");
     assert!(!output.status.success(), "a stalled run is not a success");
     assert!(stderr(&output).contains("RUN_STATUS_FAILED stall detected"));
     let run = case.run().await;
@@ -573,25 +574,20 @@ rules = [
 /// path, as the profile says) instead of sending a request the server refuses — which once
 /// left the hook waiting out `--hook-timeout`.
 #[tokio::test(flavor = "multi_thread")]
-async fn a_call_whose_input_is_over_64_kib_is_decided_at_once() {
+async fn a_write_whose_input_is_over_64_kib_is_decided_on_its_path() {
     let Some(claude) = claude() else { return };
     let case = case(WRITE, pb::DeliverMode::Unspecified).await;
     let content = "x".repeat(70_000);
     let script = json!([
         {"name": "Write", "input": {"file_path": case.file("src/big.txt"), "content": content}},
     ]);
-    let options = WorkOptions {
-        hook_timeout: 10,
-        ..WorkOptions::default()
-    };
-    let started = std::time::Instant::now();
-    // Not cut short: a worker dropped mid-run would leave Claude Code running.
-    let output = case.start(&claude, script, options).await.finish().await;
-    let took = started.elapsed();
-    assert!(
-        took < Duration::from_secs(5),
-        "decided after {took:?}, not at once"
-    );
+    // No time bound: a hook left waiting would end in a block, and the file would be
+    // missing.
+    let output = case
+        .start(&claude, script, WorkOptions::default())
+        .await
+        .finish()
+        .await;
     assert_success(&output);
     let events = case.events().await;
     assert_eq!(attrs(&events, "run.toolcall.approved", "tool"), ["Write"]);

@@ -399,6 +399,18 @@ pub(super) async fn run(args: ServeArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    log_start(&config);
+    match server::serve(config, shutdown).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("error: {err}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The first log line: the version and where the server listens and keeps its data.
+fn log_start(config: &ServeConfig) {
     let policy_dir = config.policy_dir.as_ref().map_or_else(
         || "none (presets only)".into(),
         |dir| dir.display().to_string(),
@@ -410,13 +422,6 @@ pub(super) async fn run(args: ServeArgs) -> ExitCode {
         "starting runplane {}",
         env!("CARGO_PKG_VERSION")
     );
-    match server::serve(config, shutdown).await {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(err) => {
-            eprintln!("error: {err}");
-            ExitCode::FAILURE
-        }
-    }
 }
 
 /// Logs go to stderr, keeping stdout free; the level comes from `RUST_LOG`, `info` when it

@@ -3,7 +3,7 @@
 use chrono::TimeDelta;
 use tracing::{debug, warn};
 
-use super::actor::{AskWait, CallState, RunActor};
+use super::actor::{AskWait, CallState, Phase, RunActor};
 use super::messages::{Push, SessionError};
 use super::RUNPLANE;
 use crate::domain::event::{CallResult, Decided};
@@ -47,9 +47,17 @@ impl RunActor {
             self.push(push);
             return Ok(());
         }
-        if self.run.status != Status::Running {
-            let reason = "run is not running".to_string();
-            self.decide(&request, Decision::Deny, reason, None, None);
+        // Only a working run decides tool calls: once the agent has completed and its
+        // delivery is awaited, the work being delivered must not change.
+        let refusal = if self.run.status != Status::Running {
+            Some("run is not running")
+        } else if self.phase != Phase::Working {
+            Some("the run completed and waits for its delivery")
+        } else {
+            None
+        };
+        if let Some(reason) = refusal {
+            self.decide(&request, Decision::Deny, reason.to_string(), None, None);
             return self.commit_and_answer(&request.call_id).await;
         }
         if let Some(reason) = self.limit_reached() {

@@ -151,13 +151,38 @@ impl RunActor {
         self.end_run(Status::Timeout, reason, RUNPLANE).await
     }
 
-    /// Moves the run to a terminal status, denies its pending asks, records it all in one
-    /// commit, then tells the worker (cancel or terminate).
+    /// Ends the run by a cancel or a limit: the worker is told `cancel` or `terminate`.
     pub(super) async fn end_run(
         &mut self,
         status: Status,
         reason: String,
         by: &str,
+    ) -> Result<(), StoreError> {
+        let farewell = if status == Status::Cancelled {
+            Farewell::Cancel
+        } else {
+            Farewell::Terminate
+        };
+        self.end(status, reason, by, farewell).await
+    }
+
+    /// Ends the run on its own (completed, or failed by its gate): the worker is sent
+    /// `finished`.
+    pub(super) async fn finish(&mut self, status: Status, error: String) -> Result<(), StoreError> {
+        self.end(status, error, "", Farewell::Finished).await
+    }
+
+    /// Moves the run to a terminal status and denies its pending asks, in one commit; then
+    /// tells the worker. After `finished` the server closes the stream, so the session's
+    /// detach is recorded with the end, before the terminal event. After `cancel` or
+    /// `terminate` the stream stays open until the worker closes it (later calls are
+    /// denied), and its detach follows the terminal event.
+    async fn end(
+        &mut self,
+        status: Status,
+        reason: String,
+        by: &str,
+        farewell: Farewell,
     ) -> Result<(), StoreError> {
         let now = self.shared.clock.now();
         if self.run_mut().transition(status, now).is_err() {
@@ -165,6 +190,12 @@ impl RunActor {
         }
         self.run_mut().error = reason.clone();
         let denied = self.deny_pending_asks(&format!("run is {status}"));
+        if let (Some(session), Farewell::Finished) = (&self.session, farewell) {
+            self.record(EventKind::WorkerDetached {
+                worker_id: session.worker_id.clone(),
+                reason: "run finished".into(),
+            });
+        }
         self.record(EventKind::Ended(Ended {
             status,
             reason: reason.clone(),
@@ -173,16 +204,16 @@ impl RunActor {
         self.commit().await?;
         info!(%status, reason = %reason, by, "run ended");
         // The reason first, so a worker waiting on an ask learns why before its deny.
-        match status {
-            Status::Cancelled => self.push(Push::Cancel {
-                reason: reason.clone(),
-            }),
-            _ => self.push(Push::Terminate {
-                status,
-                reason: reason.clone(),
-            }),
+        match farewell {
+            Farewell::Cancel => self.push(Push::Cancel { reason }),
+            Farewell::Terminate => self.push(Push::Terminate { status, reason }),
+            Farewell::Finished => {}
         }
         self.push_final_denies(denied);
+        if farewell == Farewell::Finished {
+            self.push(Push::Finished(Box::new(Run::clone(&self.run))));
+            self.close_session(CloseReason::Finished);
+        }
         Ok(())
     }
 
@@ -228,25 +259,15 @@ impl RunActor {
         }
         denied
     }
+}
 
-    /// Completes the run, sends `finished` and closes the stream.
-    pub(super) async fn finish(&mut self, status: Status, error: String) -> Result<(), StoreError> {
-        let now = self.shared.clock.now();
-        if self.run_mut().transition(status, now).is_err() {
-            return Ok(());
-        }
-        self.run_mut().error = error.clone();
-        let denied = self.deny_pending_asks(&format!("run is {status}"));
-        self.record(EventKind::Ended(Ended {
-            status,
-            reason: error,
-            by: String::new(),
-        }));
-        self.commit().await?;
-        info!(%status, "run finished");
-        self.push_final_denies(denied);
-        self.push(Push::Finished(Box::new(Run::clone(&self.run))));
-        self.close_session(CloseReason::Finished);
-        Ok(())
-    }
+/// How the worker hears that its run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Farewell {
+    /// `cancel`: an operator ended it.
+    Cancel,
+    /// `terminate`: a limit or a stall ended it.
+    Terminate,
+    /// `finished`: it ended on its own.
+    Finished,
 }

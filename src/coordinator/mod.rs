@@ -38,6 +38,7 @@ pub use messages::{
     SessionError, WorkerInput,
 };
 use outbox::Outbox;
+pub use outbox::{outbound_channel, MAX_UNREAD};
 
 /// The name recorded as `by` for what the server does by itself (limits, timeouts, a lost
 /// worker, asks denied because their run ended).
@@ -268,6 +269,7 @@ impl Coordinator {
             calls: HashMap::new(),
             grace_deadline: None,
             phase: Phase::Working,
+            unclosed_session: None,
         });
         Ok((run, worker_token))
     }
@@ -298,13 +300,14 @@ impl Coordinator {
             calls,
             grace_deadline,
             phase,
+            unclosed_session,
         } = state;
         let asking = calls
             .iter()
             .filter(|(_, call)| call.ask.is_some())
             .map(|(call_id, _)| call_id.clone())
             .collect();
-        let actor = RunActor {
+        let mut actor = RunActor {
             shared: Arc::clone(&self.shared),
             generation,
             stored_version: run.version,
@@ -323,6 +326,12 @@ impl Coordinator {
             deferred: Vec::new(),
             attention: Arc::default(),
         };
+        if let Some(worker_id) = unclosed_session {
+            actor.record(EventKind::WorkerDetached {
+                worker_id,
+                reason: "session lost".into(),
+            });
+        }
         for (call_id, call) in &actor.calls {
             if let Some(ask) = call.pending_ask(&actor.run.id, call_id) {
                 self.shared.ask_opened(ask);
@@ -359,6 +368,7 @@ impl Coordinator {
             Phase::Working
         };
         Ok(Some(self.spawn_actor(ActorState {
+            unclosed_session: restore::unclosed_session(&events),
             calls: restore::calls_from_log(&events),
             run,
             profile,
@@ -589,4 +599,7 @@ struct ActorState {
     grace_deadline: Option<chrono::DateTime<chrono::Utc>>,
     /// Gate or delivery progress (from the status and the log when restored).
     phase: Phase,
+    /// The worker of a session the log shows attached and never detached; its detach is
+    /// recorded with the actor's first change, so every attach in a log has its detach.
+    unclosed_session: Option<String>,
 }

@@ -13,7 +13,7 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use tokio::sync::Notify;
+use tokio::sync::{mpsc, Notify};
 use tracing::warn;
 
 use super::actor::{Outbound, RunActor};
@@ -200,6 +200,17 @@ impl Outbox {
     }
 }
 
+/// Pushes that may wait unread for one worker; one more cuts it off. Each answer waits for
+/// a message from the worker or an operator, so a worker that reads its stream has a
+/// handful at most.
+pub const MAX_UNREAD: usize = 1024;
+
+/// The channel a session's pushes go through: `MAX_UNREAD` for pushes, and one slot more
+/// for the `Close` that tells a slow worker why its stream ended.
+pub fn outbound_channel() -> (Outbound, mpsc::Receiver<Push>) {
+    mpsc::channel(MAX_UNREAD + 1)
+}
+
 impl State {
     /// Sends one push. The last slot of the queue is kept for the `Close` that tells a slow
     /// worker why its stream ended; a full queue or a gone stream cuts the worker off.
@@ -322,7 +333,6 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 
 #[cfg(test)]
 mod tests {
-    use tokio::sync::mpsc;
 
     use super::*;
     use crate::domain::Status;
@@ -374,6 +384,23 @@ mod tests {
             })
         );
         assert_eq!(outbox.take_cut_off(), None, "reported once");
+    }
+
+    #[test]
+    fn a_worker_is_cut_off_at_the_push_after_max_unread_and_told_why() {
+        let (tx, mut rx) = outbound_channel();
+        let outbox = Outbox::new(tx);
+        for n in 0..MAX_UNREAD {
+            assert_eq!(outbox.push(heartbeat()), Ok(()), "push {n}");
+        }
+        assert_eq!(outbox.take_cut_off(), None);
+        assert!(
+            outbox.push(heartbeat()).is_err(),
+            "one more is one too many"
+        );
+        let seen = drain(&mut rx);
+        assert_eq!(seen.len(), MAX_UNREAD + 1);
+        assert_eq!(seen.last().map(String::as_str), Some("close TooSlow"));
     }
 
     #[test]

@@ -28,6 +28,16 @@ pub(super) fn delivery_outstanding(events: &[Event]) -> bool {
         .unwrap_or(false)
 }
 
+/// The worker whose session the log shows open (attached, never detached): the server
+/// that held it stopped without a word (killed, or its store failed).
+pub(super) fn unclosed_session(events: &[Event]) -> Option<String> {
+    events.iter().fold(None, |open, event| match &event.kind {
+        EventKind::WorkerAttached { worker_id, .. } => Some(worker_id.clone()),
+        EventKind::WorkerDetached { .. } => None,
+        _ => open,
+    })
+}
+
 /// The calls of a run as its log tells them.
 pub(super) fn calls_from_log(events: &[Event]) -> HashMap<String, CallState> {
     let mut calls: HashMap<String, CallState> = HashMap::new();

@@ -5,12 +5,36 @@ use std::sync::Arc;
 use tokio::sync::{broadcast, mpsc};
 
 use super::{Coordinator, CoordinatorError};
-use crate::domain::Event;
+use crate::domain::{Event, EventKind};
 
 /// Events read from the store per round trip while replaying.
 const REPLAY_PAGE: usize = 500;
 /// Events buffered for a slow watcher before the feed waits for it.
 const WATCH_BUFFER: usize = 256;
+
+/// Where a run's log ends: at its terminal event, or — when a worker was still attached
+/// then (after a cancel or a limit the stream stays open until the worker leaves) — at
+/// that worker's detach, which follows the terminal event.
+#[derive(Debug, Default)]
+struct LogEnd {
+    /// A worker's session is open.
+    open: bool,
+    /// The terminal event has been seen.
+    ended: bool,
+}
+
+impl LogEnd {
+    /// Takes in the next event; true when it is the log's last.
+    fn see(&mut self, kind: &EventKind) -> bool {
+        match kind {
+            EventKind::WorkerAttached { .. } => self.open = true,
+            EventKind::WorkerDetached { .. } => self.open = false,
+            _ => {}
+        }
+        self.ended |= kind.is_terminal();
+        self.ended && !self.open
+    }
+}
 
 /// Why a watch loop stopped.
 enum Stop {
@@ -55,6 +79,10 @@ impl Coordinator {
         mut stopping: tokio::sync::watch::Receiver<bool>,
         tx: &mpsc::Sender<Result<Event, CoordinatorError>>,
     ) -> Result<(), CoordinatorError> {
+        let mut end = self.log_end_before(run_id, next).await?;
+        if end.ended && !end.open {
+            return Ok(());
+        }
         loop {
             // Read the status before the log: the terminal status and the terminal event
             // are committed together, so a run seen as over here has its whole log below.
@@ -68,8 +96,8 @@ impl Coordinator {
                 let full = page.len() == REPLAY_PAGE;
                 for event in page {
                     next = event.seq + 1;
-                    let terminal = event.kind.is_terminal();
-                    if tx.send(Ok(event)).await.is_err() || terminal {
+                    let last = end.see(&event.kind);
+                    if tx.send(Ok(event)).await.is_err() || last {
                         return Ok(());
                     }
                 }
@@ -77,21 +105,50 @@ impl Coordinator {
                     break;
                 }
             }
-            if over {
+            // Over, and no worker left to detach: nothing more will be recorded.
+            if over && !end.open {
                 return Ok(());
             }
-            match follow_live(run_id, &mut next, &mut feed, &mut stopping, tx).await {
+            match follow_live(run_id, &mut next, &mut end, &mut feed, &mut stopping, tx).await {
                 Stop::Done => return Ok(()),
                 Stop::Replay => continue,
                 Stop::Shutdown => return Err(CoordinatorError::Unavailable),
             }
         }
     }
+
+    /// The state of the log's end from the events before `from_seq` (a watch that starts
+    /// later must still know whether a worker is attached, or the run already over).
+    async fn log_end_before(
+        &self,
+        run_id: &str,
+        from_seq: u64,
+    ) -> Result<LogEnd, CoordinatorError> {
+        let mut end = LogEnd::default();
+        let mut next = 1;
+        while next < from_seq {
+            let page = self
+                .shared
+                .store
+                .list_events(run_id, next, REPLAY_PAGE)
+                .await?;
+            let full = page.len() == REPLAY_PAGE;
+            for event in page.iter().take_while(|e| e.seq < from_seq) {
+                next = event.seq + 1;
+                end.see(&event.kind);
+            }
+            if !full || next >= from_seq {
+                break;
+            }
+        }
+        Ok(end)
+    }
 }
 
 async fn follow_live(
     run_id: &str,
     next: &mut u64,
+    end: &mut LogEnd,
     feed: &mut broadcast::Receiver<Arc<Event>>,
     stopping: &mut tokio::sync::watch::Receiver<bool>,
     tx: &mpsc::Sender<Result<Event, CoordinatorError>>,
@@ -114,8 +171,8 @@ async fn follow_live(
             continue;
         }
         if event.seq < *next {
-            // Started past the end of the log: the run's end still ends the watch.
-            if event.kind.is_terminal() {
+            // Started past the end of the log: the log's end still ends the watch.
+            if end.see(&event.kind) {
                 return Stop::Done;
             }
             continue;
@@ -124,8 +181,8 @@ async fn follow_live(
             return Stop::Replay;
         }
         *next += 1;
-        let terminal = event.kind.is_terminal();
-        if tx.send(Ok((*event).clone())).await.is_err() || terminal {
+        let last = end.see(&event.kind);
+        if tx.send(Ok((*event).clone())).await.is_err() || last {
             return Stop::Done;
         }
     }

@@ -1,4 +1,5 @@
-//! The run domain: pure types and rules that mirror the reference `run` package.
+//! The run domain: pure types and rules (runs, statuses, decisions, the event log, the stall
+//! tracker, access).
 //!
 //! Nothing here knows about gRPC, protobuf or storage; conversions live at the edges
 //! (`grpc::convert`, `store`).

@@ -14,14 +14,13 @@ use tokio_stream::Stream;
 use tonic::{Request, Response, Status, Streaming};
 
 use crate::auth::Authenticator;
-use crate::coordinator::{AttachRequest, CloseReason, Coordinator, Push, WorkerInput};
+use crate::coordinator::{
+    outbound_channel, AttachRequest, CloseReason, Coordinator, Push, WorkerInput, MAX_UNREAD,
+};
 use crate::grpc::access::{auth_status, bearer};
 use crate::grpc::convert::{coordinator_message, worker_input};
 use crate::grpc::pb;
 use crate::grpc::pb::worker_message::Message as In;
-
-/// Pushes buffered for one worker; a worker that lets more pile up is detached.
-const OUTBOUND_BUFFER: usize = 1024;
 
 /// Serves workers.
 pub struct WorkerApi {
@@ -93,7 +92,7 @@ impl pb::worker_service_server::WorkerService for WorkerApi {
         self.authorize(&request, &attach).await?;
         let attach = AttachRequest::try_from(attach)?;
         let inbound = request.into_inner();
-        let (outbound, pushes) = mpsc::channel(OUTBOUND_BUFFER);
+        let (outbound, pushes) = outbound_channel();
         let (gone, response_dropped) = oneshot::channel();
         let (abort, aborted) = oneshot::channel();
         let inbound = InboundMessages {
@@ -221,7 +220,7 @@ fn close_status(reason: &CloseReason) -> Option<Status> {
             "server is shutting down; re-attach when it is back",
         )),
         CloseReason::TooSlow => Some(Status::resource_exhausted(format!(
-            "the worker left {OUTBOUND_BUFFER} messages unread; read the stream, then re-attach"
+            "the worker left {MAX_UNREAD} messages unread; read the stream, then re-attach"
         ))),
         CloseReason::Internal(message) => Some(Status::internal(format!(
             "run state could not be saved ({message}); re-attach to retry"

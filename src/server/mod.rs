@@ -10,13 +10,17 @@ pub use config::{
 
 use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
+use tonic::service::Routes;
 use tonic::transport::server::TcpIncoming;
 use tonic::transport::Server;
+use tonic_health::server::HealthReporter;
+use tower::layer::util::{Identity, Stack};
 use tracing::{info, warn};
 
 use crate::auth::{ensure_admin_token, AuthMode, Authenticator, BootstrapError};
@@ -88,19 +92,12 @@ pub struct BoundServer {
 
 /// Opens the store, loads the policies, restores live runs and binds the address.
 pub async fn bind(config: ServeConfig) -> Result<BoundServer, ServeError> {
-    std::fs::create_dir_all(&config.data_dir).map_err(|source| ServeError::DataDir {
-        path: config.data_dir.clone(),
-        source,
-    })?;
+    create_data_dir(&config)?;
     // Policies first: a bad policy file fails before the database is opened or migrated.
-    let profiles = Arc::new(ProfileRegistry::load(config.policy_dir.as_deref())?);
-    let mut options = SqliteStoreOptions::new(config.data_dir.join(DATABASE_FILE));
-    options.synchronous = config.synchronous;
-    let store: Arc<dyn RunStore> = Arc::new(SqliteStore::open(options)?);
+    let profiles = load_profiles(&config)?;
+    let store = open_store(&config)?;
     let bound = bind_parts(config, store, profiles).await?;
-    if bound.auth.enabled() {
-        ensure_admin_token(&bound.auth, &bound.config.data_dir).await?;
-    }
+    bootstrap_admin(&bound).await?;
     Ok(bound)
 }
 
@@ -112,8 +109,40 @@ pub async fn bind_with_store(
     config: ServeConfig,
     store: Arc<dyn RunStore>,
 ) -> Result<BoundServer, ServeError> {
-    let profiles = Arc::new(ProfileRegistry::load(config.policy_dir.as_deref())?);
+    let profiles = load_profiles(&config)?;
     bind_parts(config, store, profiles).await
+}
+
+/// Creates the data directory if it is missing.
+fn create_data_dir(config: &ServeConfig) -> Result<(), ServeError> {
+    std::fs::create_dir_all(&config.data_dir).map_err(|source| ServeError::DataDir {
+        path: config.data_dir.clone(),
+        source,
+    })
+}
+
+/// The presets and the profiles of the policy directory.
+fn load_profiles(config: &ServeConfig) -> Result<Arc<ProfileRegistry>, ServeError> {
+    Ok(Arc::new(ProfileRegistry::load(
+        config.policy_dir.as_deref(),
+    )?))
+}
+
+/// The store `serve` runs on: the SQLite database in the data directory. Any other store
+/// comes in through [`bind_with_store`].
+fn open_store(config: &ServeConfig) -> Result<Arc<dyn RunStore>, ServeError> {
+    let mut options = SqliteStoreOptions::new(config.data_dir.join(DATABASE_FILE));
+    options.synchronous = config.synchronous;
+    Ok(Arc::new(SqliteStore::open(options)?))
+}
+
+/// Makes the admin token file on the first start with authentication on, and checks it on
+/// later ones.
+async fn bootstrap_admin(bound: &BoundServer) -> Result<(), ServeError> {
+    if bound.auth.enabled() {
+        ensure_admin_token(&bound.auth, &bound.config.data_dir).await?;
+    }
+    Ok(())
 }
 
 /// Restores live runs on `store` and binds the address.
@@ -132,12 +161,7 @@ async fn bind_parts(
         },
     )
     .await?;
-    let listener = TcpListener::bind(config.listen)
-        .await
-        .map_err(|source| ServeError::Bind {
-            addr: config.listen,
-            source,
-        })?;
+    let listener = listen(config.listen).await?;
     Ok(BoundServer {
         listener,
         coordinator,
@@ -145,6 +169,13 @@ async fn bind_parts(
         auth,
         config,
     })
+}
+
+/// Binds the listen address.
+async fn listen(addr: SocketAddr) -> Result<TcpListener, ServeError> {
+    TcpListener::bind(addr)
+        .await
+        .map_err(|source| ServeError::Bind { addr, source })
 }
 
 /// Binds and serves until `shutdown` resolves (see `BoundServer::serve`).
@@ -184,66 +215,15 @@ impl BoundServer {
             auth,
             config,
         } = self;
-        let limit = config.max_message_bytes;
         let (health, health_service) = tonic_health::server::health_reporter();
-        health
-            .set_serving::<pb::run_service_server::RunServiceServer<RunApi>>()
-            .await;
-        health
-            .set_serving::<pb::worker_service_server::WorkerServiceServer<WorkerApi>>()
-            .await;
-        health
-            .set_serving::<pb::policy_service_server::PolicyServiceServer<PolicyApi>>()
-            .await;
-        let reflection_v1 = reflection().build_v1().map_err(ServeError::Reflection)?;
-        let reflection_v1alpha = reflection()
-            .build_v1alpha()
-            .map_err(ServeError::Reflection)?;
-
-        let run_api = pb::run_service_server::RunServiceServer::new(RunApi {
-            coordinator: coordinator.clone(),
-            max_message_bytes: limit,
-        })
-        .max_decoding_message_size(limit)
-        .max_encoding_message_size(limit);
-        let worker_api = pb::worker_service_server::WorkerServiceServer::new(WorkerApi {
-            coordinator: coordinator.clone(),
-            auth: Arc::clone(&auth),
-            require_client_cert: config.tls.as_ref().is_some_and(|t| t.client_ca.is_some()),
-            attach_timeout: config.attach_timeout,
-        })
-        .max_decoding_message_size(limit)
-        .max_encoding_message_size(limit);
-        let policy_api =
-            pb::policy_service_server::PolicyServiceServer::new(PolicyApi { profiles })
-                .max_decoding_message_size(limit)
-                .max_encoding_message_size(limit);
-        let access_api = pb::access_service_server::AccessServiceServer::new(AccessApi {
-            auth: Arc::clone(&auth),
-        })
-        .max_decoding_message_size(limit)
-        .max_encoding_message_size(limit);
-
+        report_serving(&health).await;
+        let routes = routes(&coordinator, profiles, &auth, &config)?.add_service(health_service);
         let addr = listener.local_addr().ok();
         warn_about_exposure(&config, addr);
         info!(addr = ?addr, data_dir = %config.data_dir.display(), "runplane serving");
         let (stop_accepting, stopped) = oneshot::channel::<()>();
-        let mut builder = Server::builder();
-        if let Some(files) = &config.tls {
-            builder = builder.tls_config(tls::server_config(files)?)?;
-        }
-        let server = builder
-            .layer(AccessLayer::new(auth))
-            .http2_keepalive_interval(Some(KEEPALIVE_INTERVAL))
-            .http2_keepalive_timeout(Some(KEEPALIVE_TIMEOUT))
-            .tcp_nodelay(true)
-            .add_service(health_service)
-            .add_service(reflection_v1)
-            .add_service(reflection_v1alpha)
-            .add_service(run_api)
-            .add_service(worker_api)
-            .add_service(policy_api)
-            .add_service(access_api)
+        let server = transport(&config, auth)?
+            .add_routes(routes)
             .serve_with_incoming_shutdown(incoming(listener), async {
                 let _ = stopped.await;
             });
@@ -252,21 +232,114 @@ impl BoundServer {
             result = &mut server => return result.map_err(ServeError::from),
             () = shutdown => {}
         }
-        info!("shutting down: telling live sessions to re-attach later");
-        health
-            .set_service_status("", tonic_health::ServingStatus::NotServing)
-            .await;
-        // One deadline for the whole shutdown, so it never takes longer than the setting.
-        let deadline = tokio::time::Instant::now() + config.shutdown_timeout;
-        coordinator.shutdown(config.shutdown_timeout).await;
-        let _ = stop_accepting.send(());
-        match tokio::time::timeout_at(deadline, &mut server).await {
-            Ok(result) => result?,
-            Err(_) => warn!("connections still open after the shutdown timeout; closing them"),
-        }
-        info!("stopped");
-        Ok(())
+        shut_down(
+            &health,
+            &coordinator,
+            stop_accepting,
+            config.shutdown_timeout,
+            server,
+        )
+        .await
     }
+}
+
+/// After the shutdown signal: reports not serving, tells live sessions to re-attach later,
+/// stops accepting and waits for `server`'s connections to close, all within `timeout`.
+async fn shut_down(
+    health: &HealthReporter,
+    coordinator: &Coordinator,
+    stop_accepting: oneshot::Sender<()>,
+    timeout: Duration,
+    mut server: Pin<&mut impl Future<Output = Result<(), tonic::transport::Error>>>,
+) -> Result<(), ServeError> {
+    info!("shutting down: telling live sessions to re-attach later");
+    health
+        .set_service_status("", tonic_health::ServingStatus::NotServing)
+        .await;
+    // One deadline for the whole shutdown, so it never takes longer than the setting.
+    let deadline = tokio::time::Instant::now() + timeout;
+    coordinator.shutdown(timeout).await;
+    let _ = stop_accepting.send(());
+    match tokio::time::timeout_at(deadline, &mut server).await {
+        Ok(result) => result?,
+        Err(_) => warn!("connections still open after the shutdown timeout; closing them"),
+    }
+    info!("stopped");
+    Ok(())
+}
+
+/// Marks runplane's services serving in the health service.
+async fn report_serving(health: &HealthReporter) {
+    health
+        .set_serving::<pb::run_service_server::RunServiceServer<RunApi>>()
+        .await;
+    health
+        .set_serving::<pb::worker_service_server::WorkerServiceServer<WorkerApi>>()
+        .await;
+    health
+        .set_serving::<pb::policy_service_server::PolicyServiceServer<PolicyApi>>()
+        .await;
+}
+
+/// Reflection and runplane's services, each held to the message size limit in both
+/// directions.
+fn routes(
+    coordinator: &Coordinator,
+    profiles: Arc<ProfileRegistry>,
+    auth: &Arc<Authenticator>,
+    config: &ServeConfig,
+) -> Result<Routes, ServeError> {
+    let limit = config.max_message_bytes;
+    let reflection_v1 = reflection().build_v1().map_err(ServeError::Reflection)?;
+    let reflection_v1alpha = reflection()
+        .build_v1alpha()
+        .map_err(ServeError::Reflection)?;
+    let run_api = pb::run_service_server::RunServiceServer::new(RunApi {
+        coordinator: coordinator.clone(),
+        max_message_bytes: limit,
+    })
+    .max_decoding_message_size(limit)
+    .max_encoding_message_size(limit);
+    let worker_api = pb::worker_service_server::WorkerServiceServer::new(WorkerApi {
+        coordinator: coordinator.clone(),
+        auth: Arc::clone(auth),
+        require_client_cert: config.tls.as_ref().is_some_and(|t| t.client_ca.is_some()),
+        attach_timeout: config.attach_timeout,
+    })
+    .max_decoding_message_size(limit)
+    .max_encoding_message_size(limit);
+    let policy_api = pb::policy_service_server::PolicyServiceServer::new(PolicyApi { profiles })
+        .max_decoding_message_size(limit)
+        .max_encoding_message_size(limit);
+    let access_api = pb::access_service_server::AccessServiceServer::new(AccessApi {
+        auth: Arc::clone(auth),
+    })
+    .max_decoding_message_size(limit)
+    .max_encoding_message_size(limit);
+    Ok(Routes::default()
+        .add_service(reflection_v1)
+        .add_service(reflection_v1alpha)
+        .add_service(run_api)
+        .add_service(worker_api)
+        .add_service(policy_api)
+        .add_service(access_api))
+}
+
+/// The transport every service is served through: TLS when configured, every request's
+/// credential checked first, HTTP/2 keepalive pings, Nagle's algorithm off.
+fn transport(
+    config: &ServeConfig,
+    auth: Arc<Authenticator>,
+) -> Result<Server<Stack<AccessLayer, Identity>>, ServeError> {
+    let mut builder = Server::builder();
+    if let Some(files) = &config.tls {
+        builder = builder.tls_config(tls::server_config(files)?)?;
+    }
+    Ok(builder
+        .layer(AccessLayer::new(auth))
+        .http2_keepalive_interval(Some(KEEPALIVE_INTERVAL))
+        .http2_keepalive_timeout(Some(KEEPALIVE_TIMEOUT))
+        .tcp_nodelay(true))
 }
 
 /// The accepted connections, with Nagle's algorithm off: the builder's `tcp_nodelay` is

@@ -28,6 +28,60 @@ pub use pb::worker_service_client::WorkerServiceClient;
 /// How long a test waits for a message it expects.
 pub const PATIENCE: Duration = Duration::from_secs(10);
 
+/// The resolution of tokio's timers: a timer rounds its deadline up to the next millisecond,
+/// so one due `d` after the clock stopped has fired once the clock has moved `d + TICK`, and
+/// not before `d`.
+pub const TICK: Duration = Duration::from_millis(1);
+
+/// How long, in real time, a [`StoppedClock`] keeps tokio from moving its clock on its own.
+/// The paused part of a test takes milliseconds. When something it waits for never comes,
+/// the clock then runs ahead by itself, to the `PATIENCE` timeout or to a late server timer,
+/// so a test on a stopped clock also checks when its outcome happened (event times, the
+/// clock's reading): an outcome reached that way is at the wrong time and still fails it.
+const STOPPED_AT_MOST: Duration = Duration::from_secs(30);
+
+/// Tokio's clock, paused so that it moves only by [`StoppedClock::advance`]: a server timer
+/// then fires when the test moves time past its deadline, and the times of events and runs
+/// (derived from tokio's clock, see `coordinator::clock`) move with it.
+///
+/// `tokio::time::pause()` alone is not enough with a real server. A paused runtime with
+/// nothing to do jumps its clock to the next timer, and it has nothing to do whenever it
+/// waits on the store's writer thread to commit, so a deadline would pass during an
+/// unrelated commit. A running `spawn_blocking` task stops those jumps (tokio's documented
+/// way to wait on work outside the runtime with time paused), so one runs while this lives.
+pub struct StoppedClock {
+    /// Dropping it ends the blocking task, and with it the hold on the clock.
+    _release: std::sync::mpsc::Sender<()>,
+}
+
+impl StoppedClock {
+    /// Pauses tokio's clock. Needs the current-thread runtime, `#[tokio::test]`'s default.
+    pub fn stop() -> StoppedClock {
+        tokio::time::pause();
+        let (release, released) = std::sync::mpsc::channel::<()>();
+        // Not awaited: the task holds the clock from its spawn until it returns.
+        tokio::task::spawn_blocking(move || {
+            let _ = released.recv_timeout(STOPPED_AT_MOST);
+        });
+        StoppedClock { _release: release }
+    }
+
+    /// Moves the clock forward by `by`; the timers due by then fire as the runtime goes on.
+    pub async fn advance(&self, by: Duration) {
+        tokio::time::advance(by).await;
+    }
+}
+
+/// How long after `earlier` the event `later` was recorded.
+pub fn time_between(earlier: &pb::RunEvent, later: &pb::RunEvent) -> Duration {
+    let nanos = |event: &pb::RunEvent| {
+        let at = event.at.expect("event time set");
+        i128::from(at.seconds) * 1_000_000_000 + i128::from(at.nanos)
+    };
+    let gap = nanos(later) - nanos(earlier);
+    Duration::from_nanos(u64::try_from(gap).expect("events in order"))
+}
+
 /// A running server and what it needs to be stopped and restarted.
 pub struct TestServer {
     /// The bound address.

@@ -1,4 +1,4 @@
-//! The domain's rules, one file per concept. They mirror the reference `run` package.
+//! The domain's rules, one file per concept.
 
 mod json;
 mod stall;
