@@ -315,8 +315,9 @@ async fn a_session_that_never_attaches_is_ended() {
     // Lets the spawned task send the session's request before the health check's.
     tokio::task::yield_now().await;
     // The attach timer starts with the session's handler, which the client cannot see. The
-    // server starts the handlers of a connection's streams in the order they were opened,
-    // so the answer to a later call on the same connection means the timer is running.
+    // server starts a task per stream in the order a connection's streams arrive, and this
+    // runtime runs tasks in the order they were started: the answer to a later call on the
+    // same connection means the session's handler has run, and its timer is set.
     let mut health = tonic_health::pb::health_client::HealthClient::new(channel);
     let check = || tonic_health::pb::HealthCheckRequest {
         service: String::new(),
