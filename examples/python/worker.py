@@ -449,7 +449,9 @@ def scenario_full(c: Checks, conn: Connection, _args) -> None:
         "run.toolcall.approved", "run.toolcall.result",
         "run.toolcall.asked", "run.toolcall.resolved", "run.toolcall.result",
         "run.worker.detached", "run.worker.attached",
-        "run.qualitygate.started", "run.qualitygate.passed", "run.completed",
+        "run.qualitygate.started", "run.qualitygate.passed",
+        # `finished` ends the stream: its detach is recorded with the run's end.
+        "run.worker.detached", "run.completed",
     ]
     c.eq(types, expected, "event log")
     # Who did what: the operator token's name as `by` (anonymous with --auth off); the

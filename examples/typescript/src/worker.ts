@@ -248,6 +248,8 @@ async function noGate(c: Clients): Promise<void> {
       "run.toolcall.denied",
       "run.worker.detached",
       "run.worker.attached",
+      // `finished` ends the stream: its detach is recorded with the run's end.
+      "run.worker.detached",
       "run.completed",
     ],
     "event log",
