@@ -334,3 +334,35 @@ async fn a_session_is_answered_while_evaluate_judges_a_long_line() {
         .into_inner();
     assert_eq!(verdict.decision(), pb::Decision::Deny, "{}", verdict.reason);
 }
+
+#[tokio::test]
+async fn a_repeat_must_be_the_same_call_down_to_its_input() {
+    let server = TestServer::start().await;
+    let run_id = server.start_run("trusted-mount-autonomous").await;
+    let (mut worker, _) = Worker::attach(&server, &run_id).await;
+    let call = |input: &str| pb::ToolCallRequest {
+        run_id: run_id.clone(),
+        call_id: "c1".into(),
+        tool: "Read".into(),
+        path: "src/lib.rs".into(),
+        input: input.into(),
+        ..Default::default()
+    };
+    worker.send(In::ToolCallRequest(call(r#"{"a":1}"#))).await;
+    let first = match worker.recv().await {
+        Out::ToolCallResponse(response) => response,
+        other => panic!("expected a decision, got {other:?}"),
+    };
+    assert_eq!(decision(&first), pb::Decision::Allow);
+    // The same call again: the same answer. Another input under the same id: refused.
+    worker.send(In::ToolCallRequest(call(r#"{"a":1}"#))).await;
+    assert!(matches!(worker.recv().await, Out::ToolCallResponse(r) if r == first));
+    worker.send(In::ToolCallRequest(call(r#"{"a":2}"#))).await;
+    match worker.recv().await {
+        Out::Error(error) => assert_eq!(
+            error.message,
+            "call_id: c1 was already used for a different call (a Read call)"
+        ),
+        other => panic!("expected an error, got {other:?}"),
+    }
+}

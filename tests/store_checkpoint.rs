@@ -47,8 +47,11 @@ async fn the_wal_starts_over_while_commits_keep_coming() {
     let largest = largest.load(Ordering::Relaxed);
     eprintln!("largest WAL: {} KiB", largest / 1024);
     assert!(largest > 0, "the WAL was never seen");
+    // Bounded well below the unbounded ~35 MiB; the margin is for a loaded machine (the
+    // whole suite at once), where the checkpointer thread runs late: 8 MiB was once
+    // exceeded there.
     assert!(
-        largest <= 8 * MIB,
+        largest <= 16 * MIB,
         "the WAL grew to {} MiB with a 1 MiB limit",
         largest / MIB
     );

@@ -92,19 +92,9 @@ pub struct Session {
 pub(super) struct CallState {
     /// The tool, for the stall tracker when the result comes.
     pub tool: String,
-    /// The command, for listing pending asks.
-    pub command: String,
-    /// The path, for listing pending asks.
-    pub path: String,
-    /// The worker-resolved path, for listing pending asks and telling repeats apart.
-    pub resolved_path: String,
-    /// Further paths, the URL and the tool's input: for listing pending asks (the operator
-    /// sees the whole input) and telling repeats apart.
-    pub paths: Vec<String>,
-    /// See `paths`.
-    pub url: String,
-    /// See `paths`.
-    pub input: String,
+    /// `ToolCallRequest::fingerprint` of the call: a repeat must match it. The call's text
+    /// (its input can be 64 KiB) is kept only while it waits for an operator.
+    pub fingerprint: [u8; 32],
     /// The current decision: ask while pending, else final.
     pub decision: Decision,
     /// Why, as sent to the worker.
@@ -118,18 +108,12 @@ pub(super) struct CallState {
 impl CallState {
     /// The call as `ListPendingAsks` shows it, while it waits for an operator.
     pub fn pending_ask(&self, run_id: &str, call_id: &str) -> Option<PendingAsk> {
-        let wait = self.ask?;
+        let wait = self.ask.as_ref()?;
         Some(PendingAsk {
             request: ToolCallRequest {
                 run_id: run_id.to_string(),
                 call_id: call_id.to_string(),
-                tool: self.tool.clone(),
-                command: self.command.clone(),
-                path: self.path.clone(),
-                resolved_path: self.resolved_path.clone(),
-                paths: self.paths.clone(),
-                url: self.url.clone(),
-                input: self.input.clone(),
+                ..ToolCallRequest::clone(&wait.request)
             },
             reason: self.reason.clone(),
             asked_at: wait.asked_at,
@@ -139,8 +123,10 @@ impl CallState {
 }
 
 /// A call waiting for an operator's answer.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(super) struct AskWait {
+    /// The call, as the operator who answers sees it (the whole input included).
+    pub request: Box<ToolCallRequest>,
     /// When it was asked.
     pub asked_at: DateTime<Utc>,
     /// When it becomes a deny; `None` when the profile lets asks wait forever.
@@ -358,7 +344,7 @@ impl RunActor {
         let asks = self
             .asking
             .iter()
-            .filter_map(|call_id| self.calls.get(call_id)?.ask?.deadline);
+            .filter_map(|call_id| self.calls.get(call_id)?.ask.as_ref()?.deadline);
         [self.time_limit_deadline(), self.grace_deadline]
             .into_iter()
             .flatten()
@@ -396,7 +382,7 @@ impl RunActor {
             .asking
             .iter()
             .filter(|id| {
-                let deadline = self.calls.get(*id).and_then(|c| c.ask?.deadline);
+                let deadline = self.calls.get(*id).and_then(|c| c.ask.as_ref()?.deadline);
                 deadline.is_some_and(|at| at <= now)
             })
             .cloned()

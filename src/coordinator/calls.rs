@@ -26,21 +26,14 @@ impl RunActor {
         if let Some(call) = self.calls.get(&request.call_id) {
             // Answering a different call with an old decision would allow what was never
             // judged: the repeat must be the same call.
-            let push = if call.tool == request.tool
-                && call.command == request.command
-                && call.path == request.path
-                && call.resolved_path == request.resolved_path
-                && call.paths == request.paths
-                && call.url == request.url
-                && call.input == request.input
-            {
+            let push = if call.fingerprint == request.fingerprint() {
                 Push::Decision(self.response(&request.call_id, call.decision, call.reason.clone()))
             } else {
                 Push::Error(SessionError::invalid(
                     &request.call_id,
                     format!(
-                        "call_id: {} was already used for a different call ({} {}{})",
-                        request.call_id, call.tool, call.command, call.path
+                        "call_id: {} was already used for a different call (a {} call)",
+                        request.call_id, call.tool
                     ),
                 ))
             };
@@ -113,6 +106,7 @@ impl RunActor {
         let now = self.shared.clock.now();
         let seconds = self.profile.profile().termination.ask_timeout_seconds;
         let ask = (decision == Decision::Ask).then(|| AskWait {
+            request: Box::new(request.clone()),
             asked_at: now,
             // Past what a timestamp can hold, an ask simply waits (like 0).
             deadline: (seconds > 0)
@@ -135,7 +129,7 @@ impl RunActor {
             rule_index,
             part: part.unwrap_or_default(),
             step_count: self.run.step_count,
-            deadline: ask.and_then(|a| a.deadline),
+            deadline: ask.as_ref().and_then(|a| a.deadline),
         }));
         debug!(call_id = %request.call_id, tool = %request.tool, %decision, reason = %reason, "decided");
         if ask.is_some() {
@@ -145,12 +139,7 @@ impl RunActor {
             request.call_id.clone(),
             CallState {
                 tool: request.tool.clone(),
-                command: request.command.clone(),
-                path: request.path.clone(),
-                resolved_path: request.resolved_path.clone(),
-                paths: request.paths.clone(),
-                url: request.url.clone(),
-                input: request.input.clone(),
+                fingerprint: request.fingerprint(),
                 decision,
                 reason,
                 ask,

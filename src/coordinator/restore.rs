@@ -12,7 +12,7 @@ use tracing::{info, warn};
 use super::actor::{AskWait, CallState};
 use super::{Coordinator, CoordinatorError, Shared};
 use crate::domain::event::Decided;
-use crate::domain::{Decision, Event, EventKind};
+use crate::domain::{Decision, Event, EventKind, ToolCallRequest};
 
 /// Whether the log ends with a delivery the worker has not reported on: the status alone
 /// cannot tell (a delivering run is still running or in its gate status).
@@ -70,7 +70,9 @@ pub(super) fn calls_from_log(events: &[Event]) -> HashMap<String, CallState> {
 impl CallState {
     /// A call as its decision was recorded at `at`.
     fn from_log(decided: &Decided, at: DateTime<Utc>) -> CallState {
-        CallState {
+        let request = ToolCallRequest {
+            run_id: String::new(),
+            call_id: decided.call_id.clone(),
             tool: decided.tool.clone(),
             command: decided.command.clone(),
             path: decided.path.clone(),
@@ -78,9 +80,14 @@ impl CallState {
             paths: decided.paths.clone(),
             url: decided.url.clone(),
             input: decided.input.clone(),
+        };
+        CallState {
+            tool: decided.tool.clone(),
+            fingerprint: request.fingerprint(),
             decision: decided.decision,
             reason: decided.reason.clone(),
-            ask: (decided.decision == Decision::Ask).then_some(AskWait {
+            ask: (decided.decision == Decision::Ask).then(|| AskWait {
+                request: Box::new(request),
                 asked_at: at,
                 deadline: decided.deadline,
             }),

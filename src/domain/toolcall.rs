@@ -38,6 +38,37 @@ pub struct ToolCallRequest {
     pub input: String,
 }
 
+impl ToolCallRequest {
+    /// SHA-256 over every field that is judged or recorded (`run_id` and `call_id` aside),
+    /// each length-prefixed so no two different calls read the same. A repeated `call_id`
+    /// must carry the same call; keeping this instead of the call's text keeps a decided
+    /// call small in memory. A cryptographic hash because the agent chooses the text: it
+    /// must not be able to make a different call pass for one already allowed.
+    pub fn fingerprint(&self) -> [u8; 32] {
+        use sha2::{Digest, Sha256};
+        let mut hash = Sha256::new();
+        let mut field = |bytes: &[u8]| {
+            hash.update((bytes.len() as u64).to_le_bytes());
+            hash.update(bytes);
+        };
+        for text in [
+            &self.tool,
+            &self.command,
+            &self.path,
+            &self.resolved_path,
+            &self.url,
+            &self.input,
+        ] {
+            field(text.as_bytes());
+        }
+        field(&(self.paths.len() as u64).to_le_bytes());
+        for path in &self.paths {
+            field(path.as_bytes());
+        }
+        hash.finalize().into()
+    }
+}
+
 /// runplane's answer to a `ToolCallRequest`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ToolCallResponse {

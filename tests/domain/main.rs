@@ -1,5 +1,6 @@
 //! The domain's rules, one file per concept.
 
+mod fingerprint;
 mod json;
 mod stall;
 mod status;
