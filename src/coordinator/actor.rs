@@ -10,7 +10,7 @@ use std::sync::Arc;
 use chrono::{DateTime, TimeDelta, Utc};
 use tokio::sync::{mpsc, oneshot};
 use tokio_stream::{Stream, StreamExt};
-use tracing::{debug, info, warn, Instrument};
+use tracing::{debug, info, Instrument};
 
 use super::messages::{CloseReason, CoordinatorError, PendingAsk, Push, WorkerInput};
 use super::outbox::{Attention, Outbox};
@@ -18,10 +18,7 @@ use super::{Shared, RUNPLANE};
 use crate::domain::{Decision, Run, StallTracker, Status, ToolCallRequest, ToolCallResponse};
 use crate::domain::{Event, EventKind};
 use crate::policy::CompiledProfile;
-use crate::store::{Commit, StoreError};
-
-/// Outbound side of a worker's stream.
-pub type Outbound = mpsc::Sender<Push>;
+use crate::store::StoreError;
 
 /// Inbound side of a worker's stream, as the transport delivers it: the actor polls it
 /// itself, so a message reaches the run's state without a task in between (a forwarding
@@ -398,64 +395,6 @@ impl RunActor {
                 })?;
         }
         Ok(Flow::Continue)
-    }
-
-    /// Adds an event to the change being built.
-    pub(super) fn record(&mut self, kind: EventKind) {
-        let event = Event {
-            run_id: self.run.id.clone(),
-            seq: self.next_seq + self.pending_events.len() as u64,
-            at: self.shared.clock.now(),
-            kind,
-        };
-        self.pending_events.push(Arc::new(event));
-    }
-
-    /// The run, to change it. The store drops its reference to the last committed run
-    /// before it answers, so this copies the run only if someone else still holds it.
-    pub(super) fn run_mut(&mut self) -> &mut Run {
-        Arc::make_mut(&mut self.run)
-    }
-
-    /// Makes the change durable. Only after this returns may the worker hear of it.
-    pub(super) async fn commit(&mut self) -> Result<(), StoreError> {
-        let (commit, events) = self.take_commit();
-        self.shared.store.commit(commit).await?;
-        self.shared.publish(events);
-        for push in std::mem::take(&mut self.deferred) {
-            self.push(push);
-        }
-        Ok(())
-    }
-
-    /// The change as a commit, with its events for watchers; from here on the actor counts
-    /// it as stored (a failed commit stops the actor).
-    pub(super) fn take_commit(&mut self) -> (Commit, Vec<Arc<Event>>) {
-        if self.run.version == self.stored_version {
-            // Every committed change bumps the version, even one that only appends events:
-            // optimistic concurrency then also catches a second writer of the same log.
-            let now = self.shared.clock.now();
-            self.run_mut().touch(now);
-        }
-        let events = std::mem::take(&mut self.pending_events);
-        let stall = std::mem::take(&mut self.stall_changed).then(|| self.stall.clone());
-        let commit = Commit {
-            run: Arc::clone(&self.run),
-            expected_version: Some(self.stored_version),
-            events: events.clone(),
-            stall,
-        };
-        self.stored_version = self.run.version;
-        self.next_seq += events.len() as u64;
-        (commit, events)
-    }
-
-    /// The actor's state is ahead of the store: the worker is told, and the run comes back
-    /// from what was committed.
-    fn stop_after_store_failure(&mut self, error: &StoreError) {
-        warn!(%error, "store write failed; the run's actor stops and is restored from the store");
-        self.close_session(CloseReason::Internal(error.to_string()));
-        super::restore::restore_later(Arc::clone(&self.shared), self.run.id.clone());
     }
 }
 

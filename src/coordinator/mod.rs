@@ -6,6 +6,7 @@
 
 mod actor;
 mod calls;
+mod change;
 mod clock;
 mod finish;
 mod lifecycle;
@@ -30,13 +31,14 @@ use crate::domain::{Event, EventKind};
 use crate::policy::{CompiledProfile, ProfileRegistry, DEFAULT_PROFILE};
 use crate::store::{Commit, RunPage, RunQuery, RunStore, StoreError, StoredRun};
 
+pub use actor::Inbound;
 use actor::{Command, Phase, RunActor, Session};
-pub use actor::{Inbound, Outbound};
 use clock::Clock;
 pub use messages::{
     CloseReason, CoordinatorError, DeliveryOutcome, GateOutcome, PendingAsk, Push, RunCompletion,
     SessionError, WorkerInput,
 };
+pub use outbox::Outbound;
 use outbox::Outbox;
 pub use outbox::{outbound_channel, MAX_UNREAD};
 

@@ -6,19 +6,16 @@
 //! only to send an answer cost about a third of the server's CPU per round trip
 //! (BENCHMARKS.md). Whatever the actor sends while such commits are in flight waits behind
 //! them, so the worker sees messages in the order the actor produced them, and never one
-//! about a change that is not durable. The actor's side of it is here too: `push`,
-//! `commit_then_send`, the slow-worker cut-off and what the store's thread wakes it for.
+//! about a change that is not durable. The actor's side of it (`push`, `commit_then_send`,
+//! the slow-worker cut-off) is in `change.rs`.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use tokio::sync::{mpsc, Notify};
-use tracing::warn;
 
-use super::actor::{Outbound, RunActor};
 use super::messages::{CloseReason, Push};
-use crate::domain::EventKind;
 use crate::store::StoreError;
 
 /// What the store's thread tells the actor about the commits it issued without waiting.
@@ -205,6 +202,9 @@ impl Outbox {
 /// handful at most.
 pub const MAX_UNREAD: usize = 1024;
 
+/// Where a session's pushes go, to its stream.
+pub type Outbound = mpsc::Sender<Push>;
+
 /// The channel a session's pushes go through: `MAX_UNREAD` for pushes, and one slot more
 /// for the `Close` that tells a slow worker why its stream ended.
 pub fn outbound_channel() -> (Outbound, mpsc::Receiver<Push>) {
@@ -227,103 +227,6 @@ impl State {
             stream_closed: self.outbound.is_closed(),
         });
         self.waiting.clear();
-    }
-}
-
-impl RunActor {
-    /// Makes the change durable and sends `answers` once it is, without waiting: the
-    /// actor goes on as if the commit succeeded. If it fails, nothing it or any later
-    /// change would have sent reaches the worker (every later commit fails on the version
-    /// too), and `attention` makes the loop stop the actor as a failed `commit` would.
-    pub(super) fn commit_then_send(&mut self, answers: Vec<Push>) {
-        let (commit, events) = self.take_commit();
-        let outbox = self.session.as_ref().map(|session| {
-            let mut released = std::mem::take(&mut self.deferred);
-            released.extend(answers);
-            session.outbox.begin_commit(released);
-            Arc::clone(&session.outbox)
-        });
-        self.deferred.clear();
-        // Only the event feed: a callback holding `Shared` (and through it the store) could
-        // be the store's last owner and drop it on its own writer thread.
-        let feed = self.shared.events.clone();
-        let attention = Arc::clone(&self.attention);
-        attention.begin();
-        self.shared.store.commit_then(
-            commit,
-            Box::new(move |outcome| {
-                match outcome {
-                    Ok(()) => {
-                        for event in events {
-                            // No watcher is not an error.
-                            let _ = feed.send(event);
-                        }
-                        if outbox.is_some_and(|outbox| outbox.commit_done(true)) {
-                            attention.notify.notify_one();
-                        }
-                    }
-                    Err(error) => {
-                        if let Some(outbox) = outbox {
-                            let _ = outbox.commit_done(false);
-                        }
-                        attention.fail(error);
-                    }
-                }
-                attention.end();
-            }),
-        );
-    }
-
-    /// A commit issued without waiting failed (returned, so the loop stops the actor), or
-    /// the worker was cut off while answers were released.
-    pub(super) fn on_attention(&mut self) -> Result<(), StoreError> {
-        if let Some(error) = self.attention.take_failure() {
-            return Err(error);
-        }
-        let cut_off = self.session.as_ref().and_then(|s| s.outbox.take_cut_off());
-        if let Some(cut_off) = cut_off {
-            self.cut_off(cut_off);
-        }
-        Ok(())
-    }
-
-    /// Sends to the attached worker, after whatever still waits for its commit. A worker
-    /// that does not read its stream is dropped rather than allowed to stall the run; it
-    /// may re-attach.
-    pub(super) fn push(&mut self, push: Push) {
-        let Some(session) = &self.session else { return };
-        if let Err(cut_off) = session.outbox.push(push) {
-            self.cut_off(cut_off);
-        }
-    }
-
-    /// The outbox found the worker's queue full or its stream gone: the session is over.
-    fn cut_off(&mut self, cut_off: CutOff) {
-        let Some(session) = self.session.take() else {
-            return;
-        };
-        // The log says which way it ended (`run_loop` commits it).
-        let reason = if cut_off.stream_closed {
-            "stream closed"
-        } else {
-            warn!("worker does not read its stream; detaching it");
-            "worker does not read its stream"
-        };
-        let worker_id = session.worker_id;
-        self.record(EventKind::WorkerDetached {
-            worker_id,
-            reason: reason.to_string(),
-        });
-        if !self.run.status.is_terminal() {
-            self.grace_deadline = self.shared.grace_deadline();
-        }
-    }
-
-    /// Ends the attached stream with a reason, after what still waits for its commit.
-    pub(super) fn close_session(&mut self, reason: CloseReason) {
-        if let Some(session) = self.session.take() {
-            session.outbox.close(reason);
-        }
     }
 }
 

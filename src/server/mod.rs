@@ -96,9 +96,10 @@ pub async fn bind(config: ServeConfig) -> Result<BoundServer, ServeError> {
     // Policies first: a bad policy file fails before the database is opened or migrated.
     let profiles = load_profiles(&config)?;
     let store = open_store(&config)?;
-    let bound = bind_parts(config, store, profiles).await?;
-    bootstrap_admin(&bound).await?;
-    Ok(bound)
+    let auth = Arc::new(Authenticator::new(Arc::clone(&store), config.auth));
+    // Before the address is bound: a client that can connect finds the token file there.
+    bootstrap_admin(&auth, &config).await?;
+    bind_parts(config, store, profiles, auth).await
 }
 
 /// As [`bind`], on a store the caller opened instead of the data directory's SQLite file
@@ -110,7 +111,8 @@ pub async fn bind_with_store(
     store: Arc<dyn RunStore>,
 ) -> Result<BoundServer, ServeError> {
     let profiles = load_profiles(&config)?;
-    bind_parts(config, store, profiles).await
+    let auth = Arc::new(Authenticator::new(Arc::clone(&store), config.auth));
+    bind_parts(config, store, profiles, auth).await
 }
 
 /// Creates the data directory if it is missing.
@@ -138,9 +140,9 @@ fn open_store(config: &ServeConfig) -> Result<Arc<dyn RunStore>, ServeError> {
 
 /// Makes the admin token file on the first start with authentication on, and checks it on
 /// later ones.
-async fn bootstrap_admin(bound: &BoundServer) -> Result<(), ServeError> {
-    if bound.auth.enabled() {
-        ensure_admin_token(&bound.auth, &bound.config.data_dir).await?;
+async fn bootstrap_admin(auth: &Authenticator, config: &ServeConfig) -> Result<(), ServeError> {
+    if auth.enabled() {
+        ensure_admin_token(auth, &config.data_dir).await?;
     }
     Ok(())
 }
@@ -150,8 +152,8 @@ async fn bind_parts(
     config: ServeConfig,
     store: Arc<dyn RunStore>,
     profiles: Arc<ProfileRegistry>,
+    auth: Arc<Authenticator>,
 ) -> Result<BoundServer, ServeError> {
-    let auth = Arc::new(Authenticator::new(Arc::clone(&store), config.auth));
     let coordinator = Coordinator::start(
         store,
         Arc::clone(&profiles),
