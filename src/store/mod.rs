@@ -7,6 +7,7 @@
 //! when a run is restored, so one tool call costs one row, and nothing the worker heard
 //! can be missing from the log.
 
+pub mod memory;
 mod sqlite;
 
 use std::future::Future;
@@ -17,6 +18,7 @@ use chrono::{DateTime, Utc};
 
 use crate::domain::{Credential, Event, Run, Scope, StallTracker, Status};
 
+pub use memory::MemoryStore;
 pub use sqlite::{SqliteStore, SqliteStoreOptions, Synchronous};
 
 /// What [`RunStore::commit_then`] calls with a commit's outcome.

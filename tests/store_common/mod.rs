@@ -1,4 +1,5 @@
-//! Runs, events and commits for the store tests, on a real SQLite file in a temp dir.
+//! Runs, events and commits for the store tests; `fresh` opens a real SQLite file in a
+//! temp dir, the rest works on any `RunStore`.
 #![allow(dead_code)]
 
 use std::path::Path;
@@ -7,7 +8,7 @@ use std::time::Instant;
 
 pub use chrono::{DateTime, Duration, TimeZone, Utc};
 pub use runplane::domain::{Event, EventKind};
-pub use runplane::domain::{Run, StallTracker, StartRequest};
+pub use runplane::domain::{Run, StallTracker, StartRequest, Status};
 use runplane::store::{Commit, RunStore, SqliteStore, SqliteStoreOptions, StoreError};
 
 /// A whole-microsecond instant: events keep microseconds, so tests compare at that grain.
@@ -92,12 +93,12 @@ pub fn conflict(result: Result<(), StoreError>) -> (String, Option<i64>, Option<
     }
 }
 
-pub async fn all_events(store: &SqliteStore, run_id: &str) -> Vec<Event> {
+pub async fn all_events<S: RunStore + ?Sized>(store: &S, run_id: &str) -> Vec<Event> {
     store.list_events(run_id, 0, usize::MAX).await.unwrap()
 }
 
 /// The seqs of a run's whole log, in order.
-pub async fn seqs(store: &SqliteStore, run_id: &str) -> Vec<u64> {
+pub async fn seqs<S: RunStore + ?Sized>(store: &S, run_id: &str) -> Vec<u64> {
     all_events(store, run_id)
         .await
         .iter()
@@ -107,7 +108,7 @@ pub async fn seqs(store: &SqliteStore, run_id: &str) -> Vec<u64> {
 
 /// `tasks` runs, each committed `per_task` times (a run update and one event) by its own
 /// task; returns the elapsed seconds after checking every log is gapless.
-pub async fn hammer(store: Arc<SqliteStore>, tasks: usize, per_task: u64) -> f64 {
+pub async fn hammer<S: RunStore + ?Sized>(store: Arc<S>, tasks: usize, per_task: u64) -> f64 {
     let started = Instant::now();
     let mut handles = Vec::new();
     for t in 0..tasks {
@@ -136,8 +137,59 @@ pub async fn hammer(store: Arc<SqliteStore>, tasks: usize, per_task: u64) -> f64
     let elapsed = started.elapsed().as_secs_f64();
     for run in runs {
         assert_eq!(store.get_run(&run.id).await.unwrap().as_ref(), Some(&run));
-        let seqs = seqs(&store, &run.id).await;
+        let seqs = seqs(&*store, &run.id).await;
         assert_eq!(seqs, (1..=per_task).collect::<Vec<_>>(), "{}", run.id);
     }
     elapsed
+}
+
+/// Runs in every status; the live ones carry events and, some, a stall tracker. Returns
+/// the live ones as `live_runs` must: run, stall tracker, whole log, in creation order.
+pub async fn seed_live<S: RunStore + ?Sized>(
+    store: &S,
+) -> Vec<(Run, Option<StallTracker>, Vec<Event>)> {
+    let mut live = Vec::new();
+    for (i, status) in Status::ALL.into_iter().enumerate() {
+        let id = format!("run-{status}");
+        let mut run = new_run(&id, "task", "proj", "agent", at(i as i64));
+        let started = vec![event(&id, 1, "run.started")];
+        store.commit(create(&run, started.clone())).await.unwrap();
+        let mut events = started;
+        let mut stall = None;
+        if status != Status::Pending {
+            let expected = run.version;
+            run.transition(Status::Running, at(100)).unwrap();
+            let mut tracker = StallTracker::new(3);
+            tracker.record_step("Read", true, "same");
+            events.push(event(&id, 2, "run.worker.attached"));
+            let commit = Commit {
+                run: Arc::new(run.clone()),
+                expected_version: Some(expected),
+                events: events[1..].iter().cloned().map(Into::into).collect(),
+                stall: Some(tracker.clone()),
+            };
+            store.commit(commit).await.unwrap();
+            stall = Some(tracker);
+            // No stall update: the stored tracker stays.
+            events.push(event(&id, 3, "run.toolcall.approved"));
+            store
+                .commit(change(&mut run, events[2..].to_vec(), None))
+                .await
+                .unwrap();
+        }
+        if status != Status::Pending && status != Status::Running {
+            let expected = run.version;
+            run.transition(status, at(200)).unwrap();
+            events.push(event(&id, 4, "run.finished"));
+            let commit = Commit {
+                expected_version: Some(expected),
+                ..create(&run, events[3..].to_vec())
+            };
+            store.commit(commit).await.unwrap();
+        }
+        if !status.is_terminal() {
+            live.push((run, stall, events));
+        }
+    }
+    live
 }
