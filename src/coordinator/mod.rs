@@ -25,11 +25,11 @@ use tokio::sync::{broadcast, mpsc, oneshot};
 use tracing::{info, warn};
 
 use crate::auth::{token, Secret};
-use crate::domain::event::{Created, Ended};
-use crate::domain::{Decision, Run, StallTracker, StartRequest, Status, ToolCallResponse};
+use crate::domain::event::Created;
+use crate::domain::{Decision, Run, StallTracker, StartRequest, ToolCallResponse};
 use crate::domain::{Event, EventKind};
 use crate::policy::{CompiledProfile, ProfileRegistry, DEFAULT_PROFILE};
-use crate::store::{Commit, RunPage, RunQuery, RunStore, StoreError, StoredRun};
+use crate::store::{Commit, RunPage, RunQuery, RunStore, StoreError};
 
 pub use actor::Inbound;
 use actor::{Command, Phase, RunActor, Session};
@@ -341,76 +341,6 @@ impl Coordinator {
         }
         actor.spawn(rx);
         tx
-    }
-
-    /// Rebuilds a live run's actor from the store; `None` when the run cannot go on. A run
-    /// whose profile no longer exists fails: deciding its calls under another profile
-    /// would be a guess.
-    async fn restore(
-        &self,
-        stored: StoredRun,
-    ) -> Result<Option<mpsc::Sender<Command>>, StoreError> {
-        let StoredRun { run, stall, events } = stored;
-        let next_seq = events.last().map_or(1, |e| e.seq + 1);
-        let Some(profile) = self.shared.profiles.get(&run.policy_profile) else {
-            self.fail_unrestorable(run, next_seq).await?;
-            return Ok(None);
-        };
-        let stall = stall
-            .unwrap_or_else(|| StallTracker::new(profile.profile().termination.stall_threshold));
-        // A running run's worker is gone with the old server: give it the full grace.
-        let grace_deadline = (run.status != Status::Pending)
-            .then(|| self.shared.grace_deadline())
-            .flatten();
-        let phase = if restore::delivery_outstanding(&events) {
-            Phase::Delivering
-        } else if run.status == Status::QualityGate {
-            Phase::Gate
-        } else {
-            Phase::Working
-        };
-        Ok(Some(self.spawn_actor(ActorState {
-            unclosed_session: restore::unclosed_session(&events),
-            calls: restore::calls_from_log(&events),
-            run,
-            profile,
-            stall,
-            next_seq,
-            grace_deadline,
-            phase,
-        })))
-    }
-
-    async fn fail_unrestorable(&self, mut run: Run, seq: u64) -> Result<(), StoreError> {
-        let reason = format!("policy profile {:?} no longer exists", run.policy_profile);
-        warn!(run_id = %run.id, %reason, "failing a run at restore");
-        let expected_version = Some(run.version);
-        let now = self.shared.clock.now();
-        if run.transition(Status::Failed, now).is_err() {
-            return Ok(());
-        }
-        run.error = reason.clone();
-        let event = Arc::new(Event {
-            run_id: run.id.clone(),
-            seq,
-            at: now,
-            kind: EventKind::Ended(Ended {
-                status: Status::Failed,
-                reason,
-                by: String::new(),
-            }),
-        });
-        self.shared
-            .store
-            .commit(Commit {
-                run: Arc::new(run),
-                expected_version,
-                events: vec![Arc::clone(&event)],
-                stall: None,
-            })
-            .await?;
-        self.shared.publish(vec![event]);
-        Ok(())
     }
 
     /// The actor of a live run, restoring it from the store if it stopped (after a store

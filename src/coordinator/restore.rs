@@ -1,6 +1,6 @@
 //! Rebuilds a run's actor state from what the store holds: the run row, the stall tracker,
 //! and the event log (the record of every decided call); and restoring a run whose actor
-//! stopped on a store failure, with backoff.
+//! stopped on a store failure, with backoff; a run whose profile is gone fails.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -9,10 +9,13 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use tracing::{info, warn};
 
-use super::actor::{AskWait, CallState};
-use super::{Coordinator, CoordinatorError, Shared};
-use crate::domain::event::Decided;
-use crate::domain::{Decision, Event, EventKind, ToolCallRequest};
+use tokio::sync::mpsc;
+
+use super::actor::{AskWait, CallState, Command, Phase};
+use super::{ActorState, Coordinator, CoordinatorError, Shared};
+use crate::domain::event::{Decided, Ended};
+use crate::domain::{Decision, Event, EventKind, Run, StallTracker, Status, ToolCallRequest};
+use crate::store::{Commit, StoreError, StoredRun};
 
 /// Whether the log ends with a delivery the worker has not reported on: the status alone
 /// cannot tell (a delivering run is still running or in its gate status).
@@ -122,4 +125,76 @@ pub(super) fn restore_later(shared: Arc<Shared>, run_id: String) {
             wait = (wait * 2).min(RESTORE_BACKOFF_MAX);
         }
     });
+}
+
+impl Coordinator {
+    /// Rebuilds a live run's actor from the store; `None` when the run cannot go on. A run
+    /// whose profile no longer exists fails: deciding its calls under another profile
+    /// would be a guess.
+    pub(super) async fn restore(
+        &self,
+        stored: StoredRun,
+    ) -> Result<Option<mpsc::Sender<Command>>, StoreError> {
+        let StoredRun { run, stall, events } = stored;
+        let next_seq = events.last().map_or(1, |e| e.seq + 1);
+        let Some(profile) = self.shared.profiles.get(&run.policy_profile) else {
+            self.fail_unrestorable(run, next_seq).await?;
+            return Ok(None);
+        };
+        let stall = stall
+            .unwrap_or_else(|| StallTracker::new(profile.profile().termination.stall_threshold));
+        // A running run's worker is gone with the old server: give it the full grace.
+        let grace_deadline = (run.status != Status::Pending)
+            .then(|| self.shared.grace_deadline())
+            .flatten();
+        let phase = if delivery_outstanding(&events) {
+            Phase::Delivering
+        } else if run.status == Status::QualityGate {
+            Phase::Gate
+        } else {
+            Phase::Working
+        };
+        Ok(Some(self.spawn_actor(ActorState {
+            unclosed_session: unclosed_session(&events),
+            calls: calls_from_log(&events),
+            run,
+            profile,
+            stall,
+            next_seq,
+            grace_deadline,
+            phase,
+        })))
+    }
+
+    async fn fail_unrestorable(&self, mut run: Run, seq: u64) -> Result<(), StoreError> {
+        let reason = format!("policy profile {:?} no longer exists", run.policy_profile);
+        warn!(run_id = %run.id, %reason, "failing a run at restore");
+        let expected_version = Some(run.version);
+        let now = self.shared.clock.now();
+        if run.transition(Status::Failed, now).is_err() {
+            return Ok(());
+        }
+        run.error = reason.clone();
+        let event = Arc::new(Event {
+            run_id: run.id.clone(),
+            seq,
+            at: now,
+            kind: EventKind::Ended(Ended {
+                status: Status::Failed,
+                reason,
+                by: String::new(),
+            }),
+        });
+        self.shared
+            .store
+            .commit(Commit {
+                run: Arc::new(run),
+                expected_version,
+                events: vec![Arc::clone(&event)],
+                stall: None,
+            })
+            .await?;
+        self.shared.publish(vec![event]);
+        Ok(())
+    }
 }
