@@ -70,15 +70,7 @@ async fn a_watch_of_a_cancelled_run_ends_with_the_detach_of_its_worker() {
             seen
         }
     });
-    server
-        .runs()
-        .await
-        .cancel_run(pb::CancelRunRequest {
-            run_id: run_id.clone(),
-            reason: "stop".into(),
-        })
-        .await
-        .unwrap();
+    server.cancel(&run_id, "stop").await;
     assert!(matches!(worker.recv().await, Out::Cancel(_)));
     // The run is over but its worker is still attached: a watch started now waits for
     // the detach instead of ending at `run.cancelled`.

@@ -106,17 +106,8 @@ async fn an_agent_under_runplane_work_is_judged_held_gated_and_delivered() {
         asked.input
     );
     server
-        .runs()
-        .await
-        .resolve_ask(pb::ResolveAskRequest {
-            run_id: run_id.clone(),
-            call_id: "toolu_0003".into(),
-            decision: pb::Decision::Allow as i32,
-            reason: "fine".into(),
-            resolver: String::new(),
-        })
-        .await
-        .unwrap();
+        .resolve(&run_id, "toolu_0003", pb::Decision::Allow, "fine")
+        .await;
 
     let output = tokio::time::timeout(
         std::time::Duration::from_secs(60),
@@ -195,15 +186,7 @@ async fn a_cancel_stops_the_agent_at_once() {
         assert!(tokio::time::Instant::now() < deadline, "no ask arrived");
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
-    server
-        .runs()
-        .await
-        .cancel_run(pb::CancelRunRequest {
-            run_id: run_id.clone(),
-            reason: "stop".into(),
-        })
-        .await
-        .unwrap();
+    server.cancel(&run_id, "stop").await;
     let exited = tokio::time::timeout(std::time::Duration::from_secs(5), worker.wait())
         .await
         .expect("the worker and its agent are gone within 5 s")

@@ -6,9 +6,8 @@
 mod common;
 
 use std::path::PathBuf;
-use std::time::Duration;
 
-use common::agents::{assert_success, next_ask, AgentRun, Kind, WorkOptions};
+use common::agents::*;
 use common::*;
 use runplane::grpc::pb;
 
@@ -125,17 +124,8 @@ async fn an_ask_waits_for_the_operator_who_allows_one_write_and_denies_another()
             "{file} waits for the operator"
         );
         server
-            .runs()
-            .await
-            .resolve_ask(pb::ResolveAskRequest {
-                run_id: run_id.clone(),
-                call_id: ask.call_id,
-                decision: decision as i32,
-                reason: "operator".into(),
-                resolver: String::new(),
-            })
-            .await
-            .unwrap();
+            .resolve(&run_id, &ask.call_id, decision, "operator")
+            .await;
     }
     assert_success(&run.finish().await);
     assert_eq!(
@@ -196,28 +186,7 @@ async fn a_cancel_ends_claude_code_within_five_seconds() {
         WorkOptions::default(),
     )
     .await;
-    next_ask(&server, &run_id).await;
-    server
-        .runs()
-        .await
-        .cancel_run(pb::CancelRunRequest {
-            run_id: run_id.clone(),
-            reason: "stop".into(),
-        })
-        .await
-        .unwrap();
-    let output = tokio::time::timeout(Duration::from_secs(5), run.finish())
-        .await
-        .expect("runplane work and Claude Code are gone within 5 s");
-    assert!(!output.status.success(), "a cancelled run is not a success");
-    assert!(
-        !workspace.join("marker").exists(),
-        "the held tool never ran"
-    );
-    assert_eq!(
-        status(&server.get_run(&run_id).await),
-        pb::RunStatus::Cancelled
-    );
+    a_cancel_ends_the_agent_within_five_seconds(&server, &run_id, run, &workspace).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -229,10 +198,6 @@ async fn a_server_that_goes_away_for_good_leaves_the_held_tool_unrun() {
     let script = serde_json::json!([
         {"name": "Bash", "input": {"command": "touch marker", "description": "probe"}},
     ]);
-    let options = WorkOptions {
-        flags: vec!["--reattach-for".into(), "2".into()],
-        ..WorkOptions::default()
-    };
     let run = AgentRun::start(
         Kind::Claude,
         &claude,
@@ -240,19 +205,13 @@ async fn a_server_that_goes_away_for_good_leaves_the_held_tool_unrun() {
         &run_id,
         &workspace,
         script,
-        options,
+        short_reattach(),
     )
     .await;
-    next_ask(&server, &run_id).await;
-    server.stop().await;
-    let output = tokio::time::timeout(Duration::from_secs(30), run.finish())
-        .await
-        .expect("runplane work gives up re-attaching after --reattach-for");
-    assert!(!output.status.success());
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let stderr =
+        a_server_gone_for_good_leaves_the_held_tool_unrun(&mut server, &run_id, run, &workspace)
+            .await;
     assert!(stderr.contains("error: UNAVAILABLE: "), "{stderr}");
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    assert!(!workspace.join("marker").exists(), "the tool did not run");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -283,17 +242,8 @@ async fn a_server_restart_mid_ask_is_ridden_out_and_the_operators_answer_still_c
         "the tool waits for the operator"
     );
     server
-        .runs()
-        .await
-        .resolve_ask(pb::ResolveAskRequest {
-            run_id: run_id.clone(),
-            call_id: ask.call_id,
-            decision: pb::Decision::Allow as i32,
-            reason: "go".into(),
-            resolver: String::new(),
-        })
-        .await
-        .unwrap();
+        .resolve(&run_id, &ask.call_id, pb::Decision::Allow, "go")
+        .await;
     assert_success(&run.finish().await);
     assert!(
         workspace.join("marker").exists(),

@@ -8,7 +8,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use common::agents::{assert_success, next_ask, AgentRun, Kind, WorkOptions};
+use common::agents::*;
 use common::*;
 use runplane::grpc::pb;
 use serde_json::json;
@@ -171,17 +171,8 @@ async fn an_ask_holds_the_patch_until_the_operator_allows_one_and_denies_another
             "{file} waits for the operator"
         );
         server
-            .runs()
-            .await
-            .resolve_ask(pb::ResolveAskRequest {
-                run_id: run_id.clone(),
-                call_id: ask.call_id,
-                decision: decision as i32,
-                reason: "operator".into(),
-                resolver: String::new(),
-            })
-            .await
-            .unwrap();
+            .resolve(&run_id, &ask.call_id, decision, "operator")
+            .await;
     }
     assert_success(&run.finish().await);
     assert_eq!(
@@ -294,28 +285,7 @@ async fn a_cancel_ends_codex_within_five_seconds() {
         WorkOptions::default(),
     )
     .await;
-    next_ask(&server, &run_id).await;
-    server
-        .runs()
-        .await
-        .cancel_run(pb::CancelRunRequest {
-            run_id: run_id.clone(),
-            reason: "stop".into(),
-        })
-        .await
-        .unwrap();
-    let output = tokio::time::timeout(Duration::from_secs(5), run.finish())
-        .await
-        .expect("runplane work and Codex are gone within 5 s");
-    assert!(!output.status.success(), "a cancelled run is not a success");
-    assert!(
-        !workspace.join("marker").exists(),
-        "the held tool never ran"
-    );
-    assert_eq!(
-        status(&server.get_run(&run_id).await),
-        pb::RunStatus::Cancelled
-    );
+    a_cancel_ends_the_agent_within_five_seconds(&server, &run_id, run, &workspace).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -324,27 +294,16 @@ async fn a_server_that_goes_away_for_good_leaves_the_held_tool_unrun() {
         return;
     };
     let (mut server, run_id, _repo, workspace) = server_and_run(pb::DeliverMode::Unspecified).await;
-    let options = WorkOptions {
-        flags: vec!["--reattach-for".into(), "2".into()],
-        ..WorkOptions::default()
-    };
     let run = start(
         &codex,
         &server,
         &run_id,
         &workspace,
         vec![shell("touch marker")],
-        options,
+        short_reattach(),
     )
     .await;
-    next_ask(&server, &run_id).await;
-    server.stop().await;
-    let output = tokio::time::timeout(Duration::from_secs(30), run.finish())
-        .await
-        .expect("runplane work gives up re-attaching after --reattach-for");
-    assert!(!output.status.success());
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    assert!(!workspace.join("marker").exists(), "the tool did not run");
+    a_server_gone_for_good_leaves_the_held_tool_unrun(&mut server, &run_id, run, &workspace).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]

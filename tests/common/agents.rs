@@ -240,3 +240,55 @@ pub async fn next_ask(server: &TestServer, run_id: &str) -> super::pb::ToolCallR
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// With a hook holding an ask for `touch marker`: a cancel ends `runplane work` and the
+/// agent within 5 s, the held tool never runs, and the run is cancelled.
+pub async fn a_cancel_ends_the_agent_within_five_seconds(
+    server: &TestServer,
+    run_id: &str,
+    run: AgentRun,
+    workspace: &Path,
+) {
+    next_ask(server, run_id).await;
+    server.cancel(run_id, "stop").await;
+    let output = tokio::time::timeout(Duration::from_secs(5), run.finish())
+        .await
+        .expect("runplane work and the agent are gone within 5 s");
+    assert!(!output.status.success(), "a cancelled run is not a success");
+    assert!(
+        !workspace.join("marker").exists(),
+        "the held tool never ran"
+    );
+    assert_eq!(
+        super::status(&server.get_run(run_id).await),
+        super::pb::RunStatus::Cancelled
+    );
+}
+
+/// With a hook holding an ask for `touch marker` and `--reattach-for 2`: the server goes
+/// away for good, `runplane work` gives up and fails, and the tool never runs. Returns
+/// its stderr.
+pub async fn a_server_gone_for_good_leaves_the_held_tool_unrun(
+    server: &mut TestServer,
+    run_id: &str,
+    run: AgentRun,
+    workspace: &Path,
+) -> String {
+    next_ask(server, run_id).await;
+    server.stop().await;
+    let output = tokio::time::timeout(Duration::from_secs(30), run.finish())
+        .await
+        .expect("runplane work gives up re-attaching after --reattach-for");
+    assert!(!output.status.success());
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(!workspace.join("marker").exists(), "the tool did not run");
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// `--reattach-for 2`: a worker that gives up soon once its server is gone.
+pub fn short_reattach() -> WorkOptions {
+    WorkOptions {
+        flags: vec!["--reattach-for".into(), "2".into()],
+        ..WorkOptions::default()
+    }
+}

@@ -317,6 +317,34 @@ impl TestServer {
         run_id
     }
 
+    /// An operator's answer to the ask of `call_id`.
+    pub async fn resolve(&self, run_id: &str, call_id: &str, decision: pb::Decision, reason: &str) {
+        self.runs()
+            .await
+            .resolve_ask(pb::ResolveAskRequest {
+                run_id: run_id.into(),
+                call_id: call_id.into(),
+                decision: decision as i32,
+                reason: reason.into(),
+                resolver: String::new(),
+            })
+            .await
+            .unwrap();
+    }
+
+    /// Cancels a run as an operator.
+    pub async fn cancel(&self, run_id: &str, reason: &str) -> pb::Run {
+        self.runs()
+            .await
+            .cancel_run(pb::CancelRunRequest {
+                run_id: run_id.into(),
+                reason: reason.into(),
+            })
+            .await
+            .unwrap()
+            .into_inner()
+    }
+
     pub async fn get_run(&self, run_id: &str) -> pb::Run {
         self.runs()
             .await
