@@ -51,11 +51,11 @@ contract!(
     the_store_lets_go_of_the_run_before_it_answers,
 );
 
-/// The message of a `StoreError::Database`.
-fn database_error(outcome: Result<(), StoreError>) -> String {
+/// What a commit refused as `StoreError::Invalid` was refused for, as "run ID: detail".
+fn refused(outcome: Result<(), StoreError>) -> String {
     match outcome {
-        Err(StoreError::Database(message)) => message,
-        other => panic!("not a database error: {other:?}"),
+        Err(StoreError::Invalid { run_id, detail }) => format!("run {run_id}: {detail}"),
+        other => panic!("not refused as invalid: {other:?}"),
     }
 }
 
@@ -105,7 +105,10 @@ async fn versions_guard_every_write(store: Arc<dyn RunStore>) {
     assert_eq!(conflict(err), ("run-1".into(), None, Some(2)));
     let mut ghost = new_run("ghost", "task", "proj", "agent", at(0));
     let err = store.commit(change(&mut ghost, vec![], None)).await;
-    assert_eq!(conflict(err), ("ghost".into(), Some(1), None));
+    assert!(
+        matches!(&err, Err(StoreError::NotFound { run_id }) if run_id == "ghost"),
+        "{err:?}"
+    );
 
     // A change that forgets to raise the version would let the next writer overwrite it.
     let same = Commit {
@@ -113,7 +116,7 @@ async fn versions_guard_every_write(store: Arc<dyn RunStore>) {
         ..create(&run, vec![])
     };
     assert_eq!(
-        database_error(store.commit(same).await),
+        refused(store.commit(same).await),
         "run run-1: a change must raise the version past 2, got 2"
     );
     assert_eq!(store.get_run("run-1").await.unwrap(), Some(run));
@@ -146,12 +149,12 @@ async fn the_log_refuses_gaps_repeats_and_strangers(store: Arc<dyn RunStore>) {
     ] {
         let mut attempt = run.clone();
         let outcome = store.commit(change(&mut attempt, bad.clone(), None)).await;
-        assert_eq!(database_error(outcome), message, "{bad:?}");
+        assert_eq!(refused(outcome), message, "{bad:?}");
     }
     // A new run's log starts at 1.
     let fresh_run = new_run("run-2", "task", "proj", "agent", at(1));
     assert_eq!(
-        database_error(
+        refused(
             store
                 .commit(create(&fresh_run, vec![event("run-2", 2, "late start")]))
                 .await

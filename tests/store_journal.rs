@@ -122,7 +122,7 @@ async fn the_gap_check_sees_the_journal_the_log_and_a_restart() {
         change(&mut stale, vec![event(&run.id, seq, "repeat")], None)
     };
     let refused = |result: Result<(), StoreError>| match result {
-        Err(StoreError::Database(message)) => message,
+        Err(StoreError::Invalid { run_id, detail }) => format!("run {run_id}: {detail}"),
         other => panic!("not refused: {other:?}"),
     };
 

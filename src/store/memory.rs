@@ -99,13 +99,13 @@ impl State {
         let run_id = run.id.as_str();
         // The checks `sqlite/encode.rs` makes before queuing, with its errors.
         run.validate()
-            .map_err(|e| StoreError::Database(format!("run {run_id}: refused: {e}")))?;
+            .map_err(|e| StoreError::invalid(run_id, e.to_string()))?;
         for event in &commit.events {
             if event.run_id != run.id {
-                return Err(StoreError::Database(format!(
-                    "run {run_id}: event seq {} belongs to run {}",
-                    event.seq, event.run_id
-                )));
+                return Err(StoreError::invalid(
+                    run_id,
+                    format!("event seq {} belongs to run {}", event.seq, event.run_id),
+                ));
             }
         }
         let stored = self.runs.get(run_id);
@@ -113,12 +113,20 @@ impl State {
             (None, None) => 0,
             (Some(expected), Some(stored)) if stored.run.version == expected => {
                 if run.version <= expected {
-                    return Err(StoreError::Database(format!(
-                        "run {run_id}: a change must raise the version past {expected}, got {}",
-                        run.version
-                    )));
+                    return Err(StoreError::invalid(
+                        run_id,
+                        format!(
+                            "a change must raise the version past {expected}, got {}",
+                            run.version
+                        ),
+                    ));
                 }
                 stored.events.last().map_or(0, |event| event.seq)
+            }
+            (Some(_), None) => {
+                return Err(StoreError::NotFound {
+                    run_id: run_id.to_string(),
+                })
             }
             (expected, stored) => {
                 return Err(StoreError::Conflict {
@@ -130,10 +138,13 @@ impl State {
         };
         for (seq, event) in (last_seq + 1..).zip(&commit.events) {
             if event.seq != seq {
-                return Err(StoreError::Database(format!(
-                    "run {run_id}: event seq {} does not continue the log (next is {seq})",
-                    event.seq
-                )));
+                return Err(StoreError::invalid(
+                    run_id,
+                    format!(
+                        "event seq {} does not continue the log (next is {seq})",
+                        event.seq
+                    ),
+                ));
             }
         }
 

@@ -94,7 +94,9 @@ pub struct StoredRun {
     pub events: Vec<Event>,
 }
 
-/// What can go wrong in the store.
+/// What can go wrong in the store. The variants tell a caller what to do: retry
+/// (`Unavailable`), re-read and decide again (`Conflict`), let go of the run (`Fenced`),
+/// or stop and call a person (`Corrupt`, `Invalid`, `Database`).
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     /// Optimistic concurrency: the stored run is not at the version the writer read.
@@ -107,10 +109,45 @@ pub enum StoreError {
         /// The stored version (`None`: no such run).
         found: Option<i64>,
     },
-    /// Stored data that cannot be read back (a bad JSON document, an impossible value).
-    #[error("corrupt store data: {0}")]
-    Corrupt(String),
-    /// The database refused or failed the operation.
+    /// A change to a run the store does not hold.
+    #[error("run {run_id}: not found")]
+    NotFound {
+        /// The run written.
+        run_id: String,
+    },
+    /// The commit itself is wrong (a gap in the sequence, a version that does not rise,
+    /// an event of another run, a run that fails its own checks): a bug in the writer, so
+    /// retrying it can never succeed.
+    #[error("run {run_id}: commit refused: {detail}")]
+    Invalid {
+        /// The run written.
+        run_id: String,
+        /// What is wrong with the commit.
+        detail: String,
+    },
+    /// The database cannot be reached or is busy for now (a lost connection, a lock wait
+    /// that timed out, an I/O error): the same operation may succeed when retried.
+    #[error("store unavailable: {0}")]
+    Unavailable(String),
+    /// Another process owns the run now: this one must not write for it again (a network
+    /// store's lease moved on; the embedded store never fences).
+    #[error("run {run_id}: owned by another process")]
+    Fenced {
+        /// The run this process lost.
+        run_id: String,
+    },
+    /// Stored data that cannot be read back (a bad JSON document, an impossible value, an
+    /// event of an unknown kind).
+    #[error("corrupt store data: {}{}{detail}", run_id.as_deref().map(|r| format!("run {r}: ")).unwrap_or_default(), seq.map(|s| format!("event {s}: ")).unwrap_or_default())]
+    Corrupt {
+        /// The run the data belongs to (`None`: a credential or the schema).
+        run_id: Option<String>,
+        /// The event's sequence number, when an event is unreadable.
+        seq: Option<u64>,
+        /// What could not be read.
+        detail: String,
+    },
+    /// The database refused or failed the operation for another reason.
     #[error("database error: {0}")]
     Database(String),
     /// The store is shutting down or its writer has stopped.
@@ -119,6 +156,30 @@ pub enum StoreError {
     /// A credential with this name exists and is not revoked.
     #[error("a token named {0:?} already exists")]
     NameTaken(String),
+}
+
+impl StoreError {
+    /// Whether the same operation may succeed if it is tried again later.
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, StoreError::Unavailable(_))
+    }
+
+    /// Unreadable data of a run (`seq`: the event, if one is unreadable).
+    pub fn corrupt_run(run_id: &str, seq: Option<u64>, detail: impl Into<String>) -> StoreError {
+        StoreError::Corrupt {
+            run_id: Some(run_id.to_string()),
+            seq,
+            detail: detail.into(),
+        }
+    }
+
+    /// A commit that can never succeed.
+    pub fn invalid(run_id: &str, detail: impl Into<String>) -> StoreError {
+        StoreError::Invalid {
+            run_id: run_id.to_string(),
+            detail: detail.into(),
+        }
+    }
 }
 
 /// Persistence for runs. Implementations: SQLite now (embedded), PostgreSQL later.

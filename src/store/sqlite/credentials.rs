@@ -117,7 +117,11 @@ fn read_row(row: &Row<'_>) -> rusqlite::Result<StoredRow> {
 }
 
 fn decode(row: StoredRow) -> Result<Credential, StoreError> {
-    let corrupt = |what: &str| StoreError::Corrupt(format!("credential {:?}: {what}", row.name));
+    let corrupt = |what: &str| StoreError::Corrupt {
+        run_id: None,
+        seq: None,
+        detail: format!("credential {:?}: {what}", row.name),
+    };
     let kind = match (row.kind.as_str(), row.role, row.run_id) {
         ("operator", Some(role), None) => CredentialKind::Operator {
             role: role.parse::<Role>().map_err(|e| corrupt(&e.to_string()))?,
@@ -145,7 +149,7 @@ fn decode(row: StoredRow) -> Result<Credential, StoreError> {
 }
 
 fn json_list(values: &[String]) -> Result<String, StoreError> {
-    serde_json::to_string(values).map_err(|e| StoreError::Corrupt(format!("encode list: {e}")))
+    serde_json::to_string(values).map_err(|e| StoreError::Database(format!("encode list: {e}")))
 }
 
 fn parse_list(text: Option<&str>) -> Option<Vec<String>> {

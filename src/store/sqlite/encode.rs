@@ -58,7 +58,7 @@ impl EncodedCommit {
         run.version = 0;
         run.updated_at = run.created_at;
         serde_json::to_string(&run)
-            .map_err(|e| StoreError::Database(format!("run {}: encode: {e}", run.id)))
+            .map_err(|e| StoreError::invalid(&run.id, format!("encode: {e}")))
     }
 }
 
@@ -103,24 +103,24 @@ pub(super) fn encode(commit: Commit) -> Result<EncodedCommit, StoreError> {
     } = commit;
     // A run that would not read back (a NaN cost serialises as null) must not be stored.
     run.validate()
-        .map_err(|e| StoreError::Database(format!("run {}: refused: {e}", run.id)))?;
+        .map_err(|e| StoreError::invalid(&run.id, e.to_string()))?;
     let updated_at = progress_time(&run.updated_at)
-        .map_err(|e| StoreError::Database(format!("run {}: encode: {e}", run.id)))?;
+        .map_err(|e| StoreError::invalid(&run.id, format!("encode: {e}")))?;
     let stall_json = stall
         .as_ref()
         .map(serde_json::to_string)
         .transpose()
-        .map_err(|e| StoreError::Database(format!("run {}: encode stall tracker: {e}", run.id)))?;
+        .map_err(|e| StoreError::invalid(&run.id, format!("encode stall tracker: {e}")))?;
     let mut encoded = Vec::with_capacity(events.len());
     for event in &events {
         if event.run_id != run.id {
-            return Err(StoreError::Database(format!(
-                "run {}: event seq {} belongs to run {}",
-                run.id, event.seq, event.run_id
-            )));
+            return Err(StoreError::invalid(
+                &run.id,
+                format!("event seq {} belongs to run {}", event.seq, event.run_id),
+            ));
         }
         let attributes = serde_json::to_string(&event.kind.attributes()).map_err(|e| {
-            StoreError::Database(format!("run {}: encode event {}: {e}", run.id, event.seq))
+            StoreError::invalid(&run.id, format!("encode event {}: {e}", event.seq))
         })?;
         encoded.push(EncodedEvent {
             seq: event.seq,

@@ -409,7 +409,21 @@ fn spawn(name: &str, body: impl FnOnce() + Send + 'static) -> Result<JoinHandle<
         .map_err(|e| StoreError::Database(format!("start thread {name}: {e}")))
 }
 
-/// Maps a SQLite error to `StoreError::Database`, saying what was being done.
+/// Maps a SQLite error to a `StoreError`, saying what was being done.
 fn db_err(context: &str) -> impl FnOnce(rusqlite::Error) -> StoreError + '_ {
-    move |e| StoreError::Database(format!("{context}: {e}"))
+    move |e| sqlite_error(format!("{context}: {e}"), &e)
+}
+
+/// `Unavailable` for what may pass on its own (a lock held too long, an I/O error, a full
+/// disk, a file that cannot be opened now), `Database` for the rest.
+fn sqlite_error(message: String, e: &rusqlite::Error) -> StoreError {
+    use rusqlite::ErrorCode::{
+        CannotOpen, DatabaseBusy, DatabaseLocked, DiskFull, SystemIoFailure,
+    };
+    match e.sqlite_error_code() {
+        Some(DatabaseBusy | DatabaseLocked | SystemIoFailure | DiskFull | CannotOpen) => {
+            StoreError::Unavailable(message)
+        }
+        _ => StoreError::Database(message),
+    }
 }

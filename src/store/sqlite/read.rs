@@ -271,7 +271,7 @@ pub(super) fn live_runs(
         let stall = stall_json
             .map(|json| {
                 serde_json::from_str::<StallTracker>(&json)
-                    .map_err(|e| StoreError::Corrupt(format!("run {id}: stall tracker: {e}")))
+                    .map_err(|e| StoreError::corrupt_run(id, None, format!("stall tracker: {e}")))
             })
             .transpose()?;
         let events = run_log(&tx, run_no, 0, usize::MAX)
@@ -422,7 +422,7 @@ impl RunRow {
     /// The run from `run_json`, with its progress from `run_progress` or, where newer, the
     /// journal (the copies in `run_json` are stale by design).
     fn decode(self, pending: &Pending) -> Result<Run, StoreError> {
-        let corrupt = |what: String| StoreError::Corrupt(format!("run {}: {what}", self.id));
+        let corrupt = |what: String| StoreError::corrupt_run(&self.id, None, what);
         let mut run: Run =
             serde_json::from_str(&self.run_json).map_err(|e| corrupt(e.to_string()))?;
         let progress = match pending.progress.get(&self.run_no) {
@@ -457,17 +457,19 @@ impl EventRow {
     }
 
     fn decode(self, run_id: &str) -> Result<Event, StoreError> {
-        let corrupt = |what: String| StoreError::Corrupt(format!("run {run_id}: event {what}"));
-        let seq = u64::try_from(self.seq).map_err(|_| corrupt(format!("seq {}", self.seq)))?;
+        let seq = u64::try_from(self.seq).map_err(|_| {
+            StoreError::corrupt_run(run_id, None, format!("event seq {}", self.seq))
+        })?;
+        let corrupt = |what: String| StoreError::corrupt_run(run_id, Some(seq), what);
         let at = DateTime::<Utc>::from_timestamp_micros(self.at)
-            .ok_or_else(|| corrupt(format!("{seq}: time {} out of range", self.at)))?;
+            .ok_or_else(|| corrupt(format!("time {} out of range", self.at)))?;
         let attributes: BTreeMap<String, String> = serde_json::from_str(&self.attributes)
-            .map_err(|e| corrupt(format!("{seq}: attributes: {e}")))?;
+            .map_err(|e| corrupt(format!("attributes: {e}")))?;
         let kind = EventKind::parse(
             &self.kind,
             attributes.iter().map(|(k, v)| (k.as_str(), v.as_str())),
         )
-        .map_err(|e| corrupt(format!("{seq}: {e}")))?;
+        .map_err(|e| corrupt(e.to_string()))?;
         Ok(Event {
             run_id: run_id.to_string(),
             seq,

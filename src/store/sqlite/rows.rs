@@ -26,7 +26,7 @@ pub(super) enum Failure {
 /// A database error while writing a run, with what was being done. Built only on failure:
 /// formatting the context of every statement up front was 3 % of the writer's time.
 pub(super) fn run_error(run_id: &str, doing: &str, e: rusqlite::Error) -> StoreError {
-    StoreError::Database(format!("run {run_id}: {doing}: {e}"))
+    super::sqlite_error(format!("run {run_id}: {doing}: {e}"), &e)
 }
 
 /// Appends checked events to the journal, the last one carrying `progress`; returns the

@@ -400,18 +400,26 @@ impl Writer {
             Some(stored) => Some(*stored),
             None => self.stored(run_id, written)?,
         };
-        let Some(stored) = stored.filter(|stored| stored.version == expected) else {
+        let Some(stored) = stored else {
+            return Err(StoreError::NotFound {
+                run_id: run_id.to_string(),
+            });
+        };
+        if stored.version != expected {
             return Err(StoreError::Conflict {
                 run_id: run_id.to_string(),
                 expected: Some(expected),
-                found: stored.map(|stored| stored.version),
+                found: Some(stored.version),
             });
-        };
+        }
         if commit.progress.version <= expected {
-            return Err(StoreError::Database(format!(
-                "run {run_id}: a change must raise the version past {expected}, got {}",
-                commit.progress.version
-            )));
+            return Err(StoreError::invalid(
+                run_id,
+                format!(
+                    "a change must raise the version past {expected}, got {}",
+                    commit.progress.version
+                ),
+            ));
         }
         let last = self
             .last_seq(stored.run_no, written)
@@ -444,11 +452,13 @@ impl Writer {
 fn check_events(commit: &EncodedCommit, last: u64) -> Result<(), StoreError> {
     for (seq, event) in (last + 1..).zip(&commit.events) {
         if event.seq != seq {
-            return Err(StoreError::Database(format!(
-                "run {}: event seq {} does not continue the log (next is {seq})",
+            return Err(StoreError::invalid(
                 commit.run_id(),
-                event.seq
-            )));
+                format!(
+                    "event seq {} does not continue the log (next is {seq})",
+                    event.seq
+                ),
+            ));
         }
     }
     Ok(())
