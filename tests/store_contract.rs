@@ -8,7 +8,8 @@ mod store_common;
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
-use runplane::domain::{Credential, CredentialKind, Role, Scope};
+use runplane::domain::event::{Decided, Resolved};
+use runplane::domain::{Credential, CredentialKind, Decision, Event, EventKind, Role, Scope};
 use runplane::store::{Commit, RunQuery, RunStore, StoreError};
 use store_common::*;
 
@@ -49,6 +50,7 @@ contract!(
     live_run_finds_one_unfinished_run,
     credentials_are_stored_found_and_revoked,
     the_store_lets_go_of_the_run_before_it_answers,
+    pending_asks_follow_the_log,
 );
 
 /// What a commit refused as `StoreError::Invalid` was refused for, as "run ID: detail".
@@ -579,4 +581,109 @@ async fn credentials_are_stored_found_and_revoked(store: Arc<dyn RunStore>) {
         store.operator_credentials().await.unwrap(),
         [bob, revoked, again]
     );
+}
+
+/// A decision event for `call_id`.
+fn decided(run_id: &str, seq: u64, call_id: &str, decision: Decision) -> Event {
+    Event {
+        run_id: run_id.into(),
+        seq,
+        at: at(seq as i64 * 1_000 + run_id.len() as i64),
+        kind: EventKind::Decided(Decided {
+            call_id: call_id.into(),
+            tool: "Bash".into(),
+            command: "npm publish".into(),
+            path: String::new(),
+            resolved_path: String::new(),
+            paths: vec![],
+            url: String::new(),
+            input: r#"{"command":"npm publish"}"#.into(),
+            decision,
+            reason: "asks".into(),
+            rule_index: Some(2),
+            part: String::new(),
+            step_count: seq as i32,
+            deadline: Some(at(9_000_000)),
+        }),
+    }
+}
+
+/// The (run, call) of each pending ask, in the order the store returns them.
+async fn pending(store: &Arc<dyn RunStore>, run_id: Option<&str>) -> Vec<(String, String)> {
+    store
+        .pending_asks(run_id)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|event| match event.kind {
+            EventKind::Decided(decided) => (event.run_id, decided.call_id),
+            other => panic!("not a decision: {other:?}"),
+        })
+        .collect()
+}
+
+async fn pending_asks_follow_the_log(store: Arc<dyn RunStore>) {
+    let mut one = new_run("run-1", "task", "proj", "agent", at(0));
+    let mut two = new_run("run-22", "task", "proj", "agent", at(1));
+    store
+        .commit(create(&one, vec![event("run-1", 1, "created")]))
+        .await
+        .unwrap();
+    store
+        .commit(create(&two, vec![event("run-22", 1, "created")]))
+        .await
+        .unwrap();
+    let asked = decided("run-1", 2, "a", Decision::Ask);
+    store
+        .commit(change(
+            &mut one,
+            vec![
+                asked.clone(),
+                decided("run-1", 3, "allowed", Decision::Allow),
+                decided("run-1", 4, "b", Decision::Ask),
+            ],
+            None,
+        ))
+        .await
+        .unwrap();
+    store
+        .commit(change(
+            &mut two,
+            vec![decided("run-22", 2, "c", Decision::Ask)],
+            None,
+        ))
+        .await
+        .unwrap();
+    // Oldest first across runs; the stored event whole.
+    assert_eq!(
+        pending(&store, None).await,
+        [("run-1", "a"), ("run-22", "c"), ("run-1", "b")].map(|(r, c)| (r.into(), c.into()))
+    );
+    assert_eq!(store.pending_asks(Some("run-1")).await.unwrap()[0], asked);
+
+    let resolved = Event {
+        run_id: "run-1".into(),
+        seq: 5,
+        at: at(6_000),
+        kind: EventKind::Resolved(Resolved {
+            call_id: "a".into(),
+            decision: Decision::Allow,
+            reason: "ok".into(),
+            by: "alice".into(),
+            note: String::new(),
+        }),
+    };
+    store
+        .commit(change(&mut one, vec![resolved], None))
+        .await
+        .unwrap();
+    assert_eq!(
+        pending(&store, Some("run-1")).await,
+        [("run-1".into(), "b".into())]
+    );
+    assert_eq!(
+        pending(&store, Some("run-22")).await,
+        [("run-22".into(), "c".into())]
+    );
+    assert_eq!(pending(&store, Some("nobody")).await, []);
 }

@@ -57,14 +57,58 @@ pub fn serve_child(data_dir: &Path, policy_dir: &Path) -> anyhow::Result<()> {
     })
 }
 
-/// Kills the child when dropped, so an error in the parent leaves nothing behind.
-struct ChildServer(Child);
+/// A server child: killed when dropped, so an error in the parent leaves nothing behind.
+pub struct ChildServer {
+    child: Child,
+    /// Its process id, for its RSS.
+    pub pid: u32,
+    /// Where it serves.
+    pub url: String,
+    /// Its admin token (authentication is on, as in `runplane serve`).
+    pub token: String,
+}
 
 impl Drop for ChildServer {
     fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
+}
+
+/// Starts a server child on a fresh data directory `dir/name` and waits until it listens.
+pub async fn start_child(dir: &Path, policy_dir: &Path, name: &str) -> anyhow::Result<ChildServer> {
+    let exe = std::env::current_exe()?;
+    let data_dir = dir.join(name);
+    let mut child = Command::new(exe)
+        .arg("--serve-child")
+        .arg(&data_dir)
+        .arg(policy_dir)
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .context("start the server child")?;
+    let stdout = child.stdout.take().context("child stdout")?;
+    let pid = child.id();
+    let mut server = ChildServer {
+        child,
+        pid,
+        url: String::new(),
+        token: String::new(),
+    };
+    let addr = tokio::task::spawn_blocking(move || -> anyhow::Result<String> {
+        let mut line = String::new();
+        BufReader::new(stdout).read_line(&mut line)?;
+        match line.trim().strip_prefix("LISTENING ") {
+            Some(addr) => Ok(addr.to_string()),
+            None => bail!("the server child printed {line:?}"),
+        }
+    })
+    .await??;
+    server.url = format!("http://{addr}");
+    // Written before the child printed LISTENING.
+    server.token = crate::admin_token(&data_dir)?;
+    Ok(server)
 }
 
 /// Resident set of a process, KiB.
@@ -88,35 +132,10 @@ pub async fn run(
     sessions: usize,
     profile: &str,
 ) -> anyhow::Result<IdleResult> {
-    let exe = std::env::current_exe()?;
-    let data_dir = dir.join("idle-data");
-    let mut child = Command::new(exe)
-        .arg("--serve-child")
-        .arg(&data_dir)
-        .arg(policy_dir)
-        .env("RUST_LOG", "warn")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .context("start the server child")?;
-    let stdout = child.stdout.take().context("child stdout")?;
-    let child = ChildServer(child);
-    let pid = child.0.id();
-    let addr = tokio::task::spawn_blocking(move || -> anyhow::Result<String> {
-        let mut line = String::new();
-        BufReader::new(stdout).read_line(&mut line)?;
-        match line.trim().strip_prefix("LISTENING ") {
-            Some(addr) => Ok(addr.to_string()),
-            None => bail!("the server child printed {line:?}"),
-        }
-    })
-    .await??;
-    let url = format!("http://{addr}");
-    // The child's server has authentication on, as `runplane serve` does: its admin token
-    // (written before it printed LISTENING) starts the runs.
-    let token = crate::admin_token(&data_dir)?;
+    let child = start_child(dir, policy_dir, "idle-data").await?;
+    let (pid, token) = (child.pid, child.token.clone());
     // Streams per connection stay in the hundreds, as a real deployment's would.
-    let channels = load::connect(&url, sessions.div_ceil(250).max(1)).await?;
+    let channels = load::connect(&child.url, sessions.div_ceil(250).max(1)).await?;
     // Warm up: the first sessions allocate what every later one shares (runtime, pools,
     // SQLite's page cache, statement caches).
     let warm = 200.min(sessions);

@@ -106,6 +106,13 @@ pub struct Session {
     target: Target,
 }
 
+impl Session {
+    /// The session's run.
+    pub fn run_id(&self) -> &str {
+        &self.run_id
+    }
+}
+
 /// Opens `k` HTTP/2 connections to `url`.
 pub async fn connect(url: &str, k: usize) -> anyhow::Result<Vec<Channel>> {
     let mut channels = Vec::with_capacity(k);

@@ -3,6 +3,7 @@
 //! ```text
 //! cargo run --release --example bench -- [--sessions N] [--connections K] [--duration SECS]
 //!     [--rate R] [--server URL [--token T]] [--quick] [--json] [--write-md BENCHMARKS.md]
+//!     [--soak MINUTES]
 //! ```
 //!
 //! In one process: a runplane server (fresh SQLite in a temp dir, the `bench` profile in a
@@ -32,6 +33,7 @@ mod idle;
 mod load;
 mod null_store;
 mod report;
+mod soak;
 mod store;
 
 use std::path::PathBuf;
@@ -134,6 +136,10 @@ pub struct Args {
     /// Also write the figures into this Markdown file (between bench markers).
     #[arg(long)]
     write_md: Option<PathBuf>,
+    /// Only the soak: memory under MINUTES of half load on a server child, then after its
+    /// runs end (see soak.rs); prints its samples and exits.
+    #[arg(long, value_name = "MINUTES")]
+    soak: Option<f64>,
     /// Measure the store alone and exit (for comparing store changes quickly).
     #[arg(long)]
     store_only: bool,
@@ -197,6 +203,19 @@ fn main() -> anyhow::Result<()> {
     let policy_dir = dir.path().join("policies");
     std::fs::create_dir_all(&policy_dir)?;
     std::fs::write(policy_dir.join("bench.toml"), PROFILE)?;
+    if let Some(minutes) = args.soak {
+        let runtime = tokio::runtime::Runtime::new()?;
+        let (sessions, connections) = (settings.sessions, settings.connections);
+        let result = runtime.block_on(soak::run(
+            dir.path(),
+            &policy_dir,
+            sessions,
+            connections,
+            minutes,
+        ))?;
+        print!("{}", soak::report(&result));
+        return Ok(());
+    }
 
     // The servers get their own runtime (as they would in their own process); the client
     // gets another. Both size themselves to the machine's cores.

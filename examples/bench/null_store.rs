@@ -37,6 +37,10 @@ impl RunStore for NullStore {
         Box::pin(ready(Ok(Vec::new())))
     }
 
+    fn pending_asks(&self, _run_id: Option<&str>) -> StoreFuture<Vec<Event>> {
+        Box::pin(ready(Ok(Vec::new())))
+    }
+
     fn live_runs(&self) -> StoreFuture<Vec<StoredRun>> {
         Box::pin(ready(Ok(Vec::new())))
     }

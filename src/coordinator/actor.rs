@@ -3,7 +3,7 @@
 //! messages it reads from the worker's stream itself. No lock is held across a store
 //! write and one run never waits for another.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::pin::Pin;
 use std::sync::Arc;
 
@@ -12,10 +12,11 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_stream::{Stream, StreamExt};
 use tracing::{debug, info, Instrument};
 
-use super::messages::{CloseReason, CoordinatorError, PendingAsk, Push, WorkerInput};
+use super::decided::DecidedCalls;
+use super::messages::{CloseReason, CoordinatorError, Push, WorkerInput};
 use super::outbox::{Attention, Outbox};
 use super::{Shared, RUNPLANE};
-use crate::domain::{Decision, Run, StallTracker, Status, ToolCallRequest, ToolCallResponse};
+use crate::domain::{Decision, Run, StallTracker, Status, ToolCallResponse};
 use crate::domain::{Event, EventKind};
 use crate::policy::CompiledProfile;
 use crate::store::StoreError;
@@ -90,7 +91,7 @@ pub(super) struct CallState {
     /// The tool, for the stall tracker when the result comes.
     pub tool: String,
     /// `ToolCallRequest::fingerprint` of the call: a repeat must match it. The call's text
-    /// (its input can be 64 KiB) is kept only while it waits for an operator.
+    /// (its input can be 64 KiB) is in the log, where operators read pending asks.
     pub fingerprint: [u8; 32],
     /// The current decision: ask while pending, else final.
     pub decision: Decision,
@@ -102,30 +103,9 @@ pub(super) struct CallState {
     pub result_recorded: bool,
 }
 
-impl CallState {
-    /// The call as `ListPendingAsks` shows it, while it waits for an operator.
-    pub fn pending_ask(&self, run_id: &str, call_id: &str) -> Option<PendingAsk> {
-        let wait = self.ask.as_ref()?;
-        Some(PendingAsk {
-            request: ToolCallRequest {
-                run_id: run_id.to_string(),
-                call_id: call_id.to_string(),
-                ..ToolCallRequest::clone(&wait.request)
-            },
-            reason: self.reason.clone(),
-            asked_at: wait.asked_at,
-            deadline: wait.deadline,
-        })
-    }
-}
-
 /// A call waiting for an operator's answer.
 #[derive(Debug, Clone)]
 pub(super) struct AskWait {
-    /// The call, as the operator who answers sees it (the whole input included).
-    pub request: Box<ToolCallRequest>,
-    /// When it was asked.
-    pub asked_at: DateTime<Utc>,
     /// When it becomes a deny; `None` when the profile lets asks wait forever.
     pub deadline: Option<DateTime<Utc>>,
 }
@@ -158,8 +138,8 @@ pub(super) struct RunActor {
     pub stall: StallTracker,
     /// The next event sequence number (gapless).
     pub next_seq: u64,
-    /// Every decided call of the run.
-    pub calls: HashMap<String, CallState>,
+    /// The run's decided calls: the recent ones in memory, the older ones in the store.
+    pub calls: DecidedCalls,
     /// The calls that may be waiting for an operator: every call that was asked, until
     /// `next_deadline` finds it answered. The actor looks for the next ask deadline before
     /// every command, and scanning all of `calls` there made each message cost O(calls
@@ -256,8 +236,7 @@ impl RunActor {
                 break;
             }
         }
-        self.shared
-            .actor_stopped(&self.run.id, self.generation, &self.calls);
+        self.shared.actor_stopped(&self.run.id, self.generation);
         debug!("actor stopped");
     }
 
@@ -274,7 +253,7 @@ impl RunActor {
                     let _ = reply.send(Err(err));
                 }
                 Err(AttachError::Store(err)) => {
-                    let _ = reply.send(Err(CoordinatorError::Internal(err.to_string())));
+                    let _ = reply.send(Err(CoordinatorError::Store(err.clone())));
                     return Err(err);
                 }
             },
@@ -379,7 +358,7 @@ impl RunActor {
             .asking
             .iter()
             .filter(|id| {
-                let deadline = self.calls.get(*id).and_then(|c| c.ask.as_ref()?.deadline);
+                let deadline = self.calls.get(id).and_then(|c| c.ask.as_ref()?.deadline);
                 deadline.is_some_and(|at| at <= now)
             })
             .cloned()
@@ -407,7 +386,7 @@ fn answer<T>(
 ) -> Result<(), StoreError> {
     match result {
         Err(CoordinatorError::Store(err)) => {
-            let _ = reply.send(Err(CoordinatorError::Internal(err.to_string())));
+            let _ = reply.send(Err(CoordinatorError::Store(err.clone())));
             Err(err)
         }
         other => {

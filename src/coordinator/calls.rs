@@ -4,7 +4,9 @@ use chrono::TimeDelta;
 use tracing::{debug, warn};
 
 use super::actor::{AskWait, CallState, Phase, RunActor};
+use super::decided::Lookup;
 use super::messages::{Push, SessionError};
+use super::restore::call_from_store;
 use super::RUNPLANE;
 use crate::domain::event::{CallResult, Decided};
 use crate::domain::{
@@ -23,6 +25,7 @@ impl RunActor {
             self.push(Push::Error(error));
             return Ok(());
         }
+        self.find_call(&request.call_id).await?;
         if let Some(call) = self.calls.get(&request.call_id) {
             // Answering a different call with an old decision would allow what was never
             // judged: the repeat must be the same call.
@@ -94,6 +97,25 @@ impl RunActor {
         self.commit_and_answer(&request.call_id).await
     }
 
+    /// Brings a call this run decided long ago back among the recent ones, from the log in
+    /// the store (see `decided.rs`); a recent or never-decided call costs nothing.
+    async fn find_call(&mut self, call_id: &str) -> Result<(), StoreError> {
+        if !matches!(self.calls.lookup(call_id), Lookup::MaybeOlder) {
+            return Ok(());
+        }
+        // Everything decided so far must be in the log before it is searched.
+        self.attention.settled().await;
+        if let Some(error) = self.attention.take_failure() {
+            return Err(error);
+        }
+        let store = &*self.shared.store;
+        if let Some(call) = call_from_store(store, &self.run.id, call_id).await? {
+            debug!(%call_id, "an older call read back from the store");
+            self.calls.insert(call_id.to_string(), call);
+        }
+        Ok(())
+    }
+
     /// Records a decision for a new call in the change being built.
     fn decide(
         &mut self,
@@ -106,8 +128,6 @@ impl RunActor {
         let now = self.shared.clock.now();
         let seconds = self.profile.profile().termination.ask_timeout_seconds;
         let ask = (decision == Decision::Ask).then(|| AskWait {
-            request: Box::new(request.clone()),
-            asked_at: now,
             // Past what a timestamp can hold, an ask simply waits (like 0).
             deadline: (seconds > 0)
                 .then(|| TimeDelta::try_seconds(seconds).and_then(|t| now.checked_add_signed(t)))
@@ -148,9 +168,9 @@ impl RunActor {
         );
     }
 
-    /// Commits the change, registers a new ask, then sends the call's decision. An allow
-    /// or deny goes out from the commit's completion, without the actor waiting for it; an
-    /// ask waits, so operators never see an ask that is not stored.
+    /// Commits the change, then sends the call's decision. An allow or deny goes out from
+    /// the commit's completion, without the actor waiting for it; an ask waits, so the
+    /// worker never hears of an ask that operators cannot see in the store.
     async fn commit_and_answer(&mut self, call_id: &str) -> Result<(), StoreError> {
         let Some(call) = self.calls.get(call_id) else {
             return self.commit().await;
@@ -161,13 +181,6 @@ impl RunActor {
             return Ok(());
         }
         self.commit().await?;
-        if let Some(ask) = self
-            .calls
-            .get(call_id)
-            .and_then(|call| call.pending_ask(&self.run.id, call_id))
-        {
-            self.shared.ask_opened(ask);
-        }
         self.push(Push::Decision(response));
         Ok(())
     }
@@ -227,6 +240,7 @@ impl RunActor {
             return Ok(());
         }
         let call_id = result.call_id.clone();
+        self.find_call(&call_id).await?;
         let Some(call) = self.calls.get(&call_id) else {
             self.push(Push::Error(SessionError::not_found(
                 &call_id,

@@ -67,6 +67,13 @@ impl RunActor {
     /// The actor's state is ahead of the store: the worker is told, and the run comes back
     /// from what was committed.
     pub(super) fn stop_after_store_failure(&mut self, error: &StoreError) {
+        if let StoreError::Fenced { .. } = error {
+            // Not restored here: the run's new owner runs it, and this process must not
+            // write for it again.
+            warn!("another process owns the run now; its actor here stops");
+            self.close_session(CloseReason::Moved);
+            return;
+        }
         warn!(%error, "store write failed; the run's actor stops and is restored from the store");
         self.close_session(CloseReason::Internal(error.to_string()));
         super::restore::restore_later(Arc::clone(&self.shared), self.run.id.clone());
@@ -96,8 +103,7 @@ impl RunActor {
                 match outcome {
                     Ok(()) => {
                         for event in events {
-                            // No watcher is not an error.
-                            let _ = feed.send(event);
+                            feed.publish(event);
                         }
                         if outbox.is_some_and(|outbox| outbox.commit_done(true)) {
                             attention.notify.notify_one();

@@ -268,7 +268,6 @@ impl RunActor {
     /// Tells the worker the final deny of each ask its run's end answered.
     fn push_final_denies(&mut self, denied: Vec<(String, CallState)>) {
         for (call_id, call) in denied {
-            self.shared.ask_closed(&self.run.id, &call_id);
             self.push(Push::Decision(ToolCallResponse {
                 run_id: self.run.id.clone(),
                 call_id,

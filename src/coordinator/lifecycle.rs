@@ -133,7 +133,6 @@ impl RunActor {
             note,
         }));
         self.commit().await?;
-        self.shared.ask_closed(&self.run.id, call_id);
         info!(call_id, %decision, by, "ask resolved");
         let response = ToolCallResponse {
             run_id: self.run.id.clone(),

@@ -4,7 +4,8 @@
 
 use chrono::{DateTime, Utc};
 
-use crate::domain::{DeliverMode, Run, Status, ToolCallRequest, ToolCallResponse, ToolCallResult};
+use crate::domain::{Decision, DeliverMode, Event, EventKind, Run, Status, ToolCallRequest};
+use crate::domain::{ToolCallResponse, ToolCallResult};
 use crate::policy::TerminationCondition;
 
 /// A message from the worker, already validated field by field.
@@ -193,6 +194,9 @@ pub enum CloseReason {
     TooSlow,
     /// The run's state could not be saved; re-attach to retry.
     Internal(String),
+    /// Another process owns the run now (it took the run's lease): re-attach, through
+    /// whichever server the address leads to.
+    Moved,
 }
 
 /// An ask waiting for an operator, as `ListPendingAsks` shows it.
@@ -206,6 +210,21 @@ pub struct PendingAsk {
     pub asked_at: DateTime<Utc>,
     /// When it becomes a deny; `None` when the profile lets asks wait forever.
     pub deadline: Option<DateTime<Utc>>,
+}
+
+impl PendingAsk {
+    /// The ask an `asked` decision in the log records; `None` for any other event.
+    pub fn from_event(event: &Event) -> Option<PendingAsk> {
+        match &event.kind {
+            EventKind::Decided(decided) if decided.decision == Decision::Ask => Some(PendingAsk {
+                request: decided.request(&event.run_id),
+                reason: decided.reason.clone(),
+                asked_at: event.at,
+                deadline: decided.deadline,
+            }),
+            _ => None,
+        }
+    }
 }
 
 /// Why an operator or attach request was refused. The gRPC edge maps each to its code.

@@ -8,6 +8,8 @@ mod actor;
 mod calls;
 mod change;
 mod clock;
+mod decided;
+mod feed;
 mod finish;
 mod lifecycle;
 mod messages;
@@ -15,13 +17,13 @@ mod outbox;
 mod restore;
 mod watch;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use chrono::TimeDelta;
-use tokio::sync::{broadcast, mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot};
 use tracing::{info, warn};
 
 use crate::auth::{token, Secret};
@@ -34,6 +36,7 @@ use crate::store::{Commit, RunPage, RunQuery, RunStore, StoreError};
 pub use actor::Inbound;
 use actor::{Command, Phase, RunActor, Session};
 use clock::Clock;
+pub use feed::{LiveFeed, LocalFeed};
 pub use messages::{
     CloseReason, CoordinatorError, DeliveryOutcome, GateOutcome, PendingAsk, Push, RunCompletion,
     SessionError, WorkerInput,
@@ -88,14 +91,15 @@ pub(crate) struct Shared {
     clock: Clock,
     /// Settings.
     config: CoordinatorConfig,
-    /// The mailbox of every live run's actor.
+    /// The runs this process owns, each with its actor's mailbox: a process owns a live
+    /// run from restoring or creating its actor until the actor stops (the run ended, the
+    /// server stopped, or the store fenced it off because another process took it over).
+    /// Only the owner decides a run's calls and writes its log.
     actors: Mutex<HashMap<String, ActorEntry>>,
     /// Source of actor generations.
     next_generation: AtomicU64,
-    /// Pending asks of every live run, keyed by (run_id, call_id).
-    asks: Mutex<BTreeMap<(String, String), PendingAsk>>,
     /// Committed events, for watchers.
-    events: broadcast::Sender<Arc<Event>>,
+    events: Arc<dyn LiveFeed>,
     /// Set once shutdown began: no new attaches.
     closing: AtomicBool,
     /// Flips to true when shutdown begins, so watchers end instead of holding the server.
@@ -131,39 +135,18 @@ impl Shared {
     /// channel refuses at once and the events are dropped with the actor's last reference.
     fn publish(&self, events: Vec<Arc<Event>>) {
         for event in events {
-            // No watcher is not an error.
-            let _ = self.events.send(event);
+            self.events.publish(event);
         }
     }
 
-    fn ask_opened(&self, ask: PendingAsk) {
-        let key = (ask.request.run_id.clone(), ask.request.call_id.clone());
-        lock(&self.asks).insert(key, ask);
-    }
-
-    fn ask_closed(&self, run_id: &str, call_id: &str) {
-        lock(&self.asks).remove(&(run_id.to_string(), call_id.to_string()));
-    }
-
-    /// An actor ended: forget its mailbox (unless a newer actor already replaced it) and
-    /// its asks (the store keeps them).
-    fn actor_stopped(
-        &self,
-        run_id: &str,
-        generation: u64,
-        calls: &HashMap<String, actor::CallState>,
-    ) {
+    /// An actor ended: forget its mailbox (unless a newer actor already replaced it).
+    fn actor_stopped(&self, run_id: &str, generation: u64) {
         let mut actors = lock(&self.actors);
         if actors
             .get(run_id)
             .is_some_and(|e| e.generation == generation)
         {
             actors.remove(run_id);
-        }
-        drop(actors);
-        let mut asks = lock(&self.asks);
-        for call_id in calls.keys() {
-            asks.remove(&(run_id.to_string(), call_id.clone()));
         }
     }
 
@@ -185,7 +168,17 @@ impl Coordinator {
         profiles: Arc<ProfileRegistry>,
         config: CoordinatorConfig,
     ) -> Result<Coordinator, StoreError> {
-        let (events, _) = broadcast::channel(EVENT_FEED);
+        let feed = Arc::new(LocalFeed::new(EVENT_FEED));
+        Coordinator::start_with_feed(store, feed, profiles, config).await
+    }
+
+    /// As [`start`](Coordinator::start), with the live feed watchers follow.
+    pub async fn start_with_feed(
+        store: Arc<dyn RunStore>,
+        events: Arc<dyn LiveFeed>,
+        profiles: Arc<ProfileRegistry>,
+        config: CoordinatorConfig,
+    ) -> Result<Coordinator, StoreError> {
         let coordinator = Coordinator {
             shared: Arc::new(Shared {
                 store,
@@ -194,7 +187,6 @@ impl Coordinator {
                 config,
                 actors: Mutex::new(HashMap::new()),
                 next_generation: AtomicU64::new(1),
-                asks: Mutex::new(BTreeMap::new()),
                 events,
                 closing: AtomicBool::new(false),
                 stopping: tokio::sync::watch::Sender::new(false),
@@ -268,7 +260,7 @@ impl Coordinator {
             profile,
             stall,
             next_seq: 2,
-            calls: HashMap::new(),
+            calls: decided::DecidedCalls::default(),
             grace_deadline: None,
             phase: Phase::Working,
             unclosed_session: None,
@@ -334,11 +326,6 @@ impl Coordinator {
                 reason: "session lost".into(),
             });
         }
-        for (call_id, call) in &actor.calls {
-            if let Some(ask) = call.pending_ask(&actor.run.id, call_id) {
-                self.shared.ask_opened(ask);
-            }
-        }
         actor.spawn(rx);
         tx
     }
@@ -373,6 +360,17 @@ impl Coordinator {
             .ok_or_else(|| CoordinatorError::NotFound(format!("run {run_id} not found")))
     }
 
+    /// The live runs this process owns now, sorted.
+    pub fn owned_runs(&self) -> Vec<String> {
+        let mut owned: Vec<String> = lock(&self.shared.actors)
+            .iter()
+            .filter(|(_, entry)| !entry.mailbox.is_closed())
+            .map(|(run_id, _)| run_id.clone())
+            .collect();
+        owned.sort();
+        owned
+    }
+
     /// Runs matching a query, newest first.
     pub async fn list_runs(&self, query: RunQuery) -> Result<RunPage, CoordinatorError> {
         Ok(self.shared.store.list_runs(query).await?)
@@ -405,15 +403,24 @@ impl Coordinator {
             .await
     }
 
-    /// Pending asks, oldest first; of one run, or of all.
-    pub fn pending_asks(&self, run_id: Option<&str>) -> Vec<PendingAsk> {
-        let mut asks: Vec<PendingAsk> = lock(&self.shared.asks)
-            .values()
-            .filter(|a| run_id.is_none_or(|id| a.request.run_id == id))
-            .cloned()
-            .collect();
-        asks.sort_by_key(|a| a.asked_at);
-        asks
+    /// Pending asks, oldest first; of one run, or of all. Read from the store, so every
+    /// process sharing it answers the same.
+    pub async fn pending_asks(
+        &self,
+        run_id: Option<&str>,
+    ) -> Result<Vec<PendingAsk>, CoordinatorError> {
+        let asked = self.shared.store.pending_asks(run_id).await?;
+        asked
+            .iter()
+            .map(|event| {
+                PendingAsk::from_event(event).ok_or_else(|| {
+                    CoordinatorError::Internal(format!(
+                        "run {}: event {} is not an ask",
+                        event.run_id, event.seq
+                    ))
+                })
+            })
+            .collect()
     }
 
     /// Answers a pending ask as the principal named `by`; `note` is the client's own text
@@ -526,7 +533,7 @@ struct ActorState {
     /// The next event sequence number.
     next_seq: u64,
     /// The decided calls (from the log when restored).
-    calls: HashMap<String, actor::CallState>,
+    calls: decided::DecidedCalls,
     /// When the run fails unless a worker attaches (restored running runs).
     grace_deadline: Option<chrono::DateTime<chrono::Utc>>,
     /// Gate or delivery progress (from the status and the log when restored).

@@ -2,20 +2,19 @@
 //! and the event log (the record of every decided call); and restoring a run whose actor
 //! stopped on a store failure, with backoff; a run whose profile is gone fails.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
 use tracing::{info, warn};
 
 use tokio::sync::mpsc;
 
 use super::actor::{AskWait, CallState, Command, Phase};
+use super::decided::DecidedCalls;
 use super::{ActorState, Coordinator, CoordinatorError, Shared};
 use crate::domain::event::{Decided, Ended};
-use crate::domain::{Decision, Event, EventKind, Run, StallTracker, Status, ToolCallRequest};
-use crate::store::{Commit, StoreError, StoredRun};
+use crate::domain::{Decision, Event, EventKind, Run, StallTracker, Status};
+use crate::store::{Commit, RunStore, StoreError, StoredRun};
 
 /// Whether the log ends with a delivery the worker has not reported on: the status alone
 /// cannot tell (a delivering run is still running or in its gate status).
@@ -41,57 +40,75 @@ pub(super) fn unclosed_session(events: &[Event]) -> Option<String> {
     })
 }
 
-/// The calls of a run as its log tells them.
-pub(super) fn calls_from_log(events: &[Event]) -> HashMap<String, CallState> {
-    let mut calls: HashMap<String, CallState> = HashMap::new();
+/// The calls of a run as its log tells them (the recent ones whole).
+pub(super) fn calls_from_log(events: &[Event]) -> DecidedCalls {
+    let mut calls = DecidedCalls::default();
     for event in events {
-        match &event.kind {
-            EventKind::Decided(decided) => {
-                calls.insert(
-                    decided.call_id.clone(),
-                    CallState::from_log(decided, event.at),
-                );
-            }
-            EventKind::Resolved(resolved) => {
-                if let Some(call) = calls.get_mut(&resolved.call_id) {
-                    call.decision = resolved.decision;
-                    call.reason = resolved.reason.clone();
-                    call.ask = None;
-                }
-            }
-            EventKind::Result(result) => {
-                if let Some(call) = calls.get_mut(&result.call_id) {
-                    call.result_recorded = true;
-                }
-            }
-            _ => {}
-        }
+        apply(&mut calls, event);
     }
     calls
 }
 
+/// What one event of the log changes of the call it is about. A change to a call that
+/// has moved out of the recent ones is dropped: the store is asked again when the call is
+/// needed.
+fn apply(calls: &mut DecidedCalls, event: &Event) {
+    match &event.kind {
+        EventKind::Decided(decided) => {
+            calls.insert(decided.call_id.clone(), CallState::from_log(decided));
+        }
+        EventKind::Resolved(resolved) => {
+            if let Some(call) = calls.get_mut(&resolved.call_id) {
+                call.decision = resolved.decision;
+                call.reason = resolved.reason.clone();
+                call.ask = None;
+            }
+        }
+        EventKind::Result(result) => {
+            if let Some(call) = calls.get_mut(&result.call_id) {
+                call.result_recorded = true;
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Events read per page when one call is looked for in a run's log.
+const CALL_SEARCH_PAGE: usize = 1_000;
+
+/// A call as the run's log in the store tells it; `None` if the run never decided it. Reads
+/// the log a page at a time: it is asked only for a call older than the recent ones.
+pub(super) async fn call_from_store(
+    store: &dyn RunStore,
+    run_id: &str,
+    call_id: &str,
+) -> Result<Option<CallState>, StoreError> {
+    let mut found = DecidedCalls::default();
+    let mut from_seq = 1;
+    loop {
+        let page = store
+            .list_events(run_id, from_seq, CALL_SEARCH_PAGE)
+            .await?;
+        for event in page.iter().filter(|e| e.kind.call_id() == Some(call_id)) {
+            apply(&mut found, event);
+        }
+        match page.last() {
+            Some(last) if page.len() == CALL_SEARCH_PAGE => from_seq = last.seq + 1,
+            _ => return Ok(found.get(call_id).cloned()),
+        }
+    }
+}
+
 impl CallState {
-    /// A call as its decision was recorded at `at`.
-    fn from_log(decided: &Decided, at: DateTime<Utc>) -> CallState {
-        let request = ToolCallRequest {
-            run_id: String::new(),
-            call_id: decided.call_id.clone(),
-            tool: decided.tool.clone(),
-            command: decided.command.clone(),
-            path: decided.path.clone(),
-            resolved_path: decided.resolved_path.clone(),
-            paths: decided.paths.clone(),
-            url: decided.url.clone(),
-            input: decided.input.clone(),
-        };
+    /// A call as its decision was recorded.
+    fn from_log(decided: &Decided) -> CallState {
+        let request = decided.request("");
         CallState {
             tool: decided.tool.clone(),
             fingerprint: request.fingerprint(),
             decision: decided.decision,
             reason: decided.reason.clone(),
-            ask: (decided.decision == Decision::Ask).then(|| AskWait {
-                request: Box::new(request),
-                asked_at: at,
+            ask: (decided.decision == Decision::Ask).then_some(AskWait {
                 deadline: decided.deadline,
             }),
             result_recorded: false,

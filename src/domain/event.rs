@@ -11,7 +11,7 @@ use std::str::FromStr;
 
 use chrono::{DateTime, Utc};
 
-use super::{Decision, DeliverMode, Status};
+use super::{Decision, DeliverMode, Status, ToolCallRequest};
 
 /// One entry of a run's log.
 #[derive(Debug, Clone, PartialEq)]
@@ -133,6 +133,23 @@ pub struct Decided {
     pub step_count: i32,
     /// When an ask times out; `None`: it waits until answered (and for other decisions).
     pub deadline: Option<DateTime<Utc>>,
+}
+
+impl Decided {
+    /// The call as the worker sent it (the run id is not recorded per event).
+    pub fn request(&self, run_id: &str) -> ToolCallRequest {
+        ToolCallRequest {
+            run_id: run_id.to_string(),
+            call_id: self.call_id.clone(),
+            tool: self.tool.clone(),
+            command: self.command.clone(),
+            path: self.path.clone(),
+            resolved_path: self.resolved_path.clone(),
+            paths: self.paths.clone(),
+            url: self.url.clone(),
+            input: self.input.clone(),
+        }
+    }
 }
 
 /// `run.toolcall.resolved`.
@@ -337,6 +354,16 @@ impl EventKind {
                 Status::Timeout => "run.timeout",
                 _ => "run.failed",
             },
+        }
+    }
+
+    /// The tool call the event is about: its decision, its resolution or its result.
+    pub fn call_id(&self) -> Option<&str> {
+        match self {
+            EventKind::Decided(decided) => Some(&decided.call_id),
+            EventKind::Resolved(resolved) => Some(&resolved.call_id),
+            EventKind::Result(result) => Some(&result.call_id),
+            _ => None,
         }
     }
 

@@ -274,7 +274,8 @@ impl pb::run_service_server::RunService for RunApi {
         }
         let mut asks = self
             .coordinator
-            .pending_asks((!run_id.is_empty()).then_some(run_id.as_str()));
+            .pending_asks((!run_id.is_empty()).then_some(run_id.as_str()))
+            .await?;
         if run_id.is_empty() && !principal.scope().is_some_and(|s| s.is_unrestricted()) {
             asks = self.asks_in_scope(&principal, asks).await?;
         }

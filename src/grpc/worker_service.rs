@@ -225,5 +225,8 @@ fn close_status(reason: &CloseReason) -> Option<Status> {
         CloseReason::Internal(message) => Some(Status::internal(format!(
             "run state could not be saved ({message}); re-attach to retry"
         ))),
+        CloseReason::Moved => Some(Status::unavailable(
+            "another server owns this run now; re-attach",
+        )),
     }
 }

@@ -199,6 +199,12 @@ impl BoundServer {
             })
     }
 
+    /// The coordinator the services share (to ask it what the API does not show, such as
+    /// which runs this process owns).
+    pub fn coordinator(&self) -> Coordinator {
+        self.coordinator.clone()
+    }
+
     /// Checks tokens and makes operator tokens, against this server's store.
     pub fn authenticator(&self) -> Arc<Authenticator> {
         Arc::clone(&self.auth)

@@ -11,7 +11,7 @@
 //!
 //! [`SqliteStore`]: super::SqliteStore
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use chrono::{DateTime, Utc};
@@ -19,7 +19,7 @@ use chrono::{DateTime, Utc};
 use super::{
     Commit, CommitDone, PageCursor, RunPage, RunQuery, RunStore, StoreError, StoreFuture, StoredRun,
 };
-use crate::domain::{Credential, CredentialKind, Event, Run, StallTracker};
+use crate::domain::{Credential, CredentialKind, Decision, Event, EventKind, Run, StallTracker};
 
 /// The in-memory implementation of [`RunStore`]. Share it behind an `Arc`.
 #[derive(Default)]
@@ -44,6 +44,8 @@ struct State {
     /// Credentials by token hash, the key they are looked up by; the hash is unique, as
     /// it is SQLite's primary key.
     credentials: HashMap<String, Credential>,
+    /// Runs this process has lost to another (see [`MemoryStore::fence`]).
+    fenced: BTreeSet<String>,
 }
 
 /// One stored run.
@@ -83,6 +85,18 @@ impl MemoryStore {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// From now on every commit of `run_id` fails with `Fenced`, as a network store's do
+    /// once another process has taken the run's lease: how tests show what a replica does
+    /// when it loses a run.
+    pub fn fence(&self, run_id: &str) {
+        self.lock().fenced.insert(run_id.to_string());
+    }
+
+    /// Commits of `run_id` succeed again (the lease came back).
+    pub fn unfence(&self, run_id: &str) {
+        self.lock().fenced.remove(run_id);
+    }
+
     /// Checks and applies a commit; drops it (and so its run) before answering.
     fn apply(&self, commit: Commit) -> Result<(), StoreError> {
         let outcome = self.lock().apply(&commit);
@@ -97,6 +111,11 @@ impl State {
     fn apply(&mut self, commit: &Commit) -> Result<(), StoreError> {
         let run = &*commit.run;
         let run_id = run.id.as_str();
+        if self.fenced.contains(run_id) {
+            return Err(StoreError::Fenced {
+                run_id: run_id.to_string(),
+            });
+        }
         // The checks `sqlite/encode.rs` makes before queuing, with its errors.
         run.validate()
             .map_err(|e| StoreError::invalid(run_id, e.to_string()))?;
@@ -297,6 +316,33 @@ impl RunStore for MemoryStore {
                 .collect()
         });
         ready(Ok(events))
+    }
+
+    /// Replays the logs: this store is for tests and the bench, where they are short.
+    fn pending_asks(&self, run_id: Option<&str>) -> StoreFuture<Vec<Event>> {
+        let state = self.lock();
+        let mut asks = Vec::new();
+        let runs = state
+            .runs
+            .values()
+            .filter(|stored| run_id.is_none_or(|id| stored.run.id == id));
+        for stored in runs {
+            let mut waiting: BTreeMap<&str, &Arc<Event>> = BTreeMap::new();
+            for event in &stored.events {
+                match &event.kind {
+                    EventKind::Decided(decided) if decided.decision == Decision::Ask => {
+                        waiting.insert(&decided.call_id, event);
+                    }
+                    EventKind::Resolved(resolved) => {
+                        waiting.remove(resolved.call_id.as_str());
+                    }
+                    _ => {}
+                }
+            }
+            asks.extend(waiting.into_values().map(|event| Event::clone(event)));
+        }
+        asks.sort_by(|a, b| (a.at, &a.run_id, a.seq).cmp(&(b.at, &b.run_id, b.seq)));
+        ready(Ok(asks))
     }
 
     fn live_runs(&self) -> StoreFuture<Vec<StoredRun>> {

@@ -96,8 +96,9 @@ pub struct StoredRun {
 
 /// What can go wrong in the store. The variants tell a caller what to do: retry
 /// (`Unavailable`), re-read and decide again (`Conflict`), let go of the run (`Fenced`),
-/// or stop and call a person (`Corrupt`, `Invalid`, `Database`).
-#[derive(Debug, thiserror::Error)]
+/// or stop and call a person (`Corrupt`, `Invalid`, `Database`). Cloned when one failure
+/// both stops a run's actor and answers the client whose request met it.
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum StoreError {
     /// Optimistic concurrency: the stored run is not at the version the writer read.
     #[error("run {run_id}: version conflict (expected {expected:?}, stored {found:?})")]
@@ -204,6 +205,11 @@ pub trait RunStore: Send + Sync + 'static {
 
     /// Up to `limit` events of a run with `seq >= from_seq`, in order.
     fn list_events(&self, run_id: &str, from_seq: u64, limit: usize) -> StoreFuture<Vec<Event>>;
+
+    /// The `run.toolcall.asked` decisions of the calls that still wait for an operator
+    /// (asked, not yet resolved), oldest first; of one run, or of every run. Any process
+    /// sharing the store sees the same asks.
+    fn pending_asks(&self, run_id: Option<&str>) -> StoreFuture<Vec<Event>>;
 
     /// Every run that is not terminal, with its stall state and whole log.
     fn live_runs(&self) -> StoreFuture<Vec<StoredRun>>;

@@ -91,6 +91,10 @@ pub struct TestServer {
     stop: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<()>>,
     config: ServeConfig,
+    /// The store given in `Options::store`, kept for restarts.
+    store: Option<std::sync::Arc<dyn runplane::store::RunStore>>,
+    /// The running server's coordinator.
+    pub coordinator: Option<runplane::coordinator::Coordinator>,
     /// The admin token `serve` wrote to the data dir on its first start.
     pub admin_token: String,
     /// The worker token of each run started through this harness, by run id.
@@ -109,6 +113,9 @@ pub struct Options {
     pub attach_timeout: Duration,
     /// A data dir to start from (copied; the original is not changed).
     pub data_dir: Option<std::path::PathBuf>,
+    /// Another store than SQLite in the data dir; authentication is then off (no admin
+    /// token is written to the data dir).
+    pub store: Option<std::sync::Arc<dyn runplane::store::RunStore>>,
 }
 
 impl Default for Options {
@@ -119,6 +126,7 @@ impl Default for Options {
             max_message_bytes: runplane::server::DEFAULT_MAX_MESSAGE_BYTES,
             attach_timeout: runplane::server::DEFAULT_ATTACH_TIMEOUT,
             data_dir: None,
+            store: None,
         }
     }
 }
@@ -139,6 +147,9 @@ impl TestServer {
         config.max_message_bytes = options.max_message_bytes;
         config.attach_timeout = options.attach_timeout;
         config.shutdown_timeout = Duration::from_secs(2);
+        if options.store.is_some() {
+            config.auth = runplane::auth::AuthMode::Off;
+        }
         if let Some(policy) = options.policy {
             let policy_dir = dir.path().join("policies");
             std::fs::create_dir_all(&policy_dir).unwrap();
@@ -151,6 +162,8 @@ impl TestServer {
             stop: None,
             task: None,
             config,
+            store: options.store,
+            coordinator: None,
             admin_token: String::new(),
             worker_tokens: Mutex::new(HashMap::new()),
         };
@@ -159,7 +172,13 @@ impl TestServer {
     }
 
     async fn boot(&mut self) {
-        let bound = bind(self.config.clone()).await.unwrap();
+        let bound = match &self.store {
+            Some(store) => runplane::server::bind_with_store(self.config.clone(), store.clone())
+                .await
+                .unwrap(),
+            None => bind(self.config.clone()).await.unwrap(),
+        };
+        self.coordinator = Some(bound.coordinator());
         self.admin_token = self.read_admin_token();
         self.addr = bound.local_addr().unwrap();
         self.config.listen = self.addr;
@@ -182,6 +201,8 @@ impl TestServer {
     }
 
     pub async fn stop(&mut self) {
+        // The coordinator holds the store, and with it the data dir's lock.
+        self.coordinator = None;
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
@@ -211,9 +232,10 @@ impl TestServer {
         InterceptedService::new(self.raw_channel().await, Bearer::new(token).unwrap())
     }
 
-    /// A connection whose requests carry the admin token.
+    /// A connection whose requests carry the admin token (none with authentication off).
     pub async fn channel(&self) -> AuthChannel {
-        self.channel_as(Some(&self.admin_token)).await
+        let token = (!self.admin_token.is_empty()).then_some(self.admin_token.as_str());
+        self.channel_as(token).await
     }
 
     pub async fn runs(&self) -> RunServiceClient<AuthChannel> {

@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use xxhash_rust::xxh3::Xxh3;
 
-use crate::domain::Run;
+use crate::domain::{Decision, EventKind, Run};
 use crate::store::{Commit, StoreError};
 
 /// A run's columns and its events' columns, ready to bind.
@@ -41,6 +41,17 @@ pub(super) struct EncodedCommit {
     pub progress: Box<Progress>,
     /// The events, in the order given (the writer checks they continue the log).
     pub events: Vec<EncodedEvent>,
+    /// How the commit changes the run's pending asks, in event order.
+    pub asks: Vec<AskChange>,
+}
+
+/// A call that starts or stops waiting for an operator: the `pending_asks` table follows
+/// the log, so pending asks are read without replaying it.
+pub(super) enum AskChange {
+    /// The call was asked: the event at this index of `events` is its decision.
+    Opened { call_id: String, event: usize },
+    /// The call was answered (by an operator, a timeout, or the run's end).
+    Closed { call_id: String },
 }
 
 impl EncodedCommit {
@@ -112,7 +123,20 @@ pub(super) fn encode(commit: Commit) -> Result<EncodedCommit, StoreError> {
         .transpose()
         .map_err(|e| StoreError::invalid(&run.id, format!("encode stall tracker: {e}")))?;
     let mut encoded = Vec::with_capacity(events.len());
+    let mut asks = Vec::new();
     for event in &events {
+        match &event.kind {
+            EventKind::Decided(decided) if decided.decision == Decision::Ask => {
+                asks.push(AskChange::Opened {
+                    call_id: decided.call_id.clone(),
+                    event: encoded.len(),
+                });
+            }
+            EventKind::Resolved(resolved) => asks.push(AskChange::Closed {
+                call_id: resolved.call_id.clone(),
+            }),
+            _ => {}
+        }
         if event.run_id != run.id {
             return Err(StoreError::invalid(
                 &run.id,
@@ -144,6 +168,7 @@ pub(super) fn encode(commit: Commit) -> Result<EncodedCommit, StoreError> {
             stall_json,
         }),
         events: encoded,
+        asks,
         run,
     })
 }

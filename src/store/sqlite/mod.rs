@@ -341,6 +341,11 @@ impl RunStore for SqliteStore {
         self.read(|conn| read::live_runs(conn, None))
     }
 
+    fn pending_asks(&self, run_id: Option<&str>) -> StoreFuture<Vec<Event>> {
+        let run_id = run_id.map(str::to_string);
+        self.read(move |conn| read::pending_asks(conn, run_id.as_deref()))
+    }
+
     fn live_run(&self, run_id: &str) -> StoreFuture<Option<StoredRun>> {
         let run_id = run_id.to_string();
         self.read(move |conn| Ok(read::live_runs(conn, Some(&run_id))?.pop()))

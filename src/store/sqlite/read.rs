@@ -478,3 +478,36 @@ impl EventRow {
         })
     }
 }
+
+/// The asked decisions of the calls still waiting for an operator, oldest first; of one
+/// run, or of every run.
+pub(super) fn pending_asks(
+    conn: &Connection,
+    run_id: Option<&str>,
+) -> Result<Vec<Event>, StoreError> {
+    let mut statement = conn
+        .prepare_cached(
+            "SELECT r.id, p.seq, p.at, p.attributes FROM pending_asks p
+             JOIN runs r ON r.run_no = p.run_no
+             WHERE ?1 IS NULL OR r.id = ?1
+             ORDER BY p.at, r.id, p.seq",
+        )
+        .map_err(db_err("read pending asks"))?;
+    let rows = statement
+        .query_map([run_id], |row| {
+            Ok((
+                row.get::<_, String>(0)?,
+                EventRow {
+                    seq: row.get(1)?,
+                    kind: "run.toolcall.asked".to_string(),
+                    at: row.get(2)?,
+                    attributes: row.get(3)?,
+                },
+            ))
+        })
+        .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
+        .map_err(db_err("read pending asks"))?;
+    rows.into_iter()
+        .map(|(run_id, row)| row.decode(&run_id))
+        .collect()
+}

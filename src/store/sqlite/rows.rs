@@ -10,7 +10,7 @@
 
 use rusqlite::{params, Connection, OptionalExtension};
 
-use super::encode::{EncodedCommit, EncodedEvent, Progress};
+use super::encode::{AskChange, EncodedCommit, EncodedEvent, Progress};
 use super::journal::Move;
 use crate::store::StoreError;
 
@@ -63,6 +63,40 @@ pub(super) fn append_events(
         }
     }
     Ok((first, conn.last_insert_rowid()))
+}
+
+/// Keeps `pending_asks` in step with the commit's events.
+pub(super) fn apply_asks(
+    conn: &Connection,
+    run_no: i64,
+    events: &[EncodedEvent],
+    asks: &[AskChange],
+) -> rusqlite::Result<()> {
+    for change in asks {
+        match change {
+            AskChange::Opened { call_id, event } => {
+                let Some(event) = events.get(*event) else {
+                    continue;
+                };
+                conn.prepare_cached(
+                    "INSERT OR REPLACE INTO pending_asks (run_no, call_id, seq, at, attributes)
+                     VALUES (?1, ?2, ?3, ?4, ?5)",
+                )?
+                .execute(params![
+                    run_no,
+                    call_id,
+                    event.seq,
+                    event.at,
+                    event.attributes
+                ])?;
+            }
+            AskChange::Closed { call_id } => {
+                conn.prepare_cached("DELETE FROM pending_asks WHERE run_no = ?1 AND call_id = ?2")?
+                    .execute(params![run_no, call_id])?;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Copies a slice of the journal into the indexed log and applies each moved run's newest

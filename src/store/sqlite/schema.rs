@@ -132,6 +132,34 @@ const MIGRATIONS: &[&str] = &[
     );
     CREATE UNIQUE INDEX credentials_live_name ON credentials (name) WHERE revoked_at IS NULL;
     ",
+    // 5: the calls waiting for an operator, each with a copy of its `run.toolcall.asked`
+    // event, so `ListPendingAsks` reads them without replaying logs. A commit inserts the
+    // row with the ask and deletes it with the answer (`run.toolcall.resolved`). Filled
+    // here from the logs of the live runs, the journal's rows included (migrations run
+    // before the journal is moved, and a moved row may still be in both).
+    "
+    CREATE TABLE pending_asks (
+        run_no     INTEGER NOT NULL,
+        call_id    TEXT    NOT NULL,
+        seq        INTEGER NOT NULL,  -- the asked event's
+        at         INTEGER NOT NULL,
+        attributes TEXT    NOT NULL,
+        PRIMARY KEY (run_no, call_id)
+    ) WITHOUT ROWID;
+    INSERT OR REPLACE INTO pending_asks (run_no, call_id, seq, at, attributes)
+        WITH log AS (
+            SELECT run_no, seq, kind, at, attributes FROM events
+            UNION SELECT run_no, seq, kind, at, attributes FROM event_journal)
+        SELECT e.run_no, json_extract(e.attributes, '$.call_id'), e.seq, e.at, e.attributes
+        FROM log e JOIN runs r ON r.run_no = e.run_no
+        WHERE e.kind = 'run.toolcall.asked'
+          AND r.status NOT IN ('completed', 'failed', 'cancelled', 'timeout')
+          AND NOT EXISTS (
+              SELECT 1 FROM log x
+              WHERE x.run_no = e.run_no AND x.seq > e.seq
+                AND x.kind = 'run.toolcall.resolved'
+                AND json_extract(x.attributes, '$.call_id') = json_extract(e.attributes, '$.call_id'));
+    ",
 ];
 
 /// The statuses `runs_live` excludes, as its `WHERE` clause spells them. A query uses the

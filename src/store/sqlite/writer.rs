@@ -322,6 +322,8 @@ impl Writer {
         let (first_id, last_id) =
             rows::append_events(&self.conn, run_no, &commit.events, &commit.progress)
                 .map_err(|e| broken("append events", e))?;
+        rows::apply_asks(&self.conn, run_no, &commit.events, &commit.asks)
+            .map_err(|e| broken("update pending asks", e))?;
         if written.first_id == 0 {
             written.first_id = first_id;
         }
