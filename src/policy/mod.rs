@@ -10,6 +10,7 @@ mod error;
 mod eval;
 mod expansion;
 mod extent;
+mod globs;
 mod interpreters;
 mod lex;
 mod load;

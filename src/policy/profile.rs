@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
 
-use super::compile::{command_glob, domain_glob, path_glob};
 use super::error::PolicyError;
+use super::globs::{command_glob, domain_glob, path_glob};
 use crate::domain::Decision;
 
 /// What a call that no rule matches gets.
