@@ -1,10 +1,10 @@
 //! A profile prepared for evaluation: globs built once, command entries split into words,
 //! and the three-valued matching of one rule against one part of a call.
 
-use globset::{GlobBuilder, GlobMatcher, GlobSet, GlobSetBuilder};
+use globset::{GlobMatcher, GlobSet, GlobSetBuilder};
 
 use super::error::PolicyError;
-use super::globs::{build_path_glob, command_glob, domain_glob};
+use super::globs::{build_path_glob, command_glob, domain_glob, tool_glob};
 use super::path::WorkspacePath;
 use super::profile::{PermissionRule, PolicyProfile};
 use super::words::Word;
@@ -262,16 +262,8 @@ fn compile_rule(i: usize, rule: &PermissionRule) -> Result<CompiledRule, PolicyE
     };
     let tool = &rule.specifier.tool;
     let tool_glob = if tool.contains(['*', '?', '[', '{']) {
-        let glob = GlobBuilder::new(tool)
-            .case_insensitive(true)
-            .build()
-            .map_err(|e| {
-                glob_error(
-                    format!("rules[{i}].specifier.tool"),
-                    tool,
-                    e.kind().to_string(),
-                )
-            })?;
+        let glob = tool_glob(tool)
+            .map_err(|e| glob_error(format!("rules[{i}].specifier.tool"), tool, e))?;
         Some(glob.compile_matcher())
     } else {
         None

@@ -38,3 +38,12 @@ pub(crate) fn command_glob(pattern: &str) -> Result<Glob, String> {
         .build()
         .map_err(|e| e.kind().to_string())
 }
+
+/// A glob over tool names (`mcp__github__*`): ignoring ASCII case like every tool name
+/// comparison, and `*` crosses everything (tool names have no separator).
+pub(crate) fn tool_glob(pattern: &str) -> Result<Glob, String> {
+    GlobBuilder::new(pattern)
+        .case_insensitive(true)
+        .build()
+        .map_err(|e| e.kind().to_string())
+}
