@@ -41,6 +41,9 @@ pub enum PolicyCommand {
     },
     /// Decide one tool call as the server would, and say why.
     Check(CheckArgs),
+    /// Run the tests inside profiles (`[[tests]]`) and lint them: exit 0 when all pass,
+    /// 1 when a test fails (or, with --strict, a lint warns).
+    Test(super::policy_test::TestArgs),
 }
 
 /// The policy directory option shared by the `policy` commands.
@@ -92,12 +95,13 @@ pub struct CheckArgs {
     pub json: bool,
 }
 
-/// Runs a `policy` command. A decision, whatever it is, exits 0; an unknown profile or
-/// bad input exits 2 with a message on stderr.
+/// Runs a `policy` command. A decision, whatever it is, exits 0; failing tests exit 1;
+/// an unknown profile or bad input exits 2 with a message on stderr.
 pub fn run(cmd: PolicyCommand) -> ExitCode {
     let mut stdout = std::io::stdout().lock();
     match execute(cmd, &mut stdout) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
         Err(err) => {
             // Load errors quote the files' text.
             eprintln!("error: {}", escape(&format!("{err:#}")));
@@ -106,24 +110,27 @@ pub fn run(cmd: PolicyCommand) -> ExitCode {
     }
 }
 
-fn execute(cmd: PolicyCommand, out: &mut dyn Write) -> anyhow::Result<()> {
+/// Runs one command; `Ok(false)` when `policy test` found a failure.
+fn execute(cmd: PolicyCommand, out: &mut dyn Write) -> anyhow::Result<bool> {
     match cmd {
-        PolicyCommand::List { source, json } => list(&load(&source)?, json, out),
+        PolicyCommand::List { source, json } => list(&load(&source)?, json, out)?,
         PolicyCommand::Show { name, source } => {
             let registry = load(&source)?;
             let profile = lookup(&registry, &name)?;
             write!(out, "{}", visible_toml(&profile_to_toml(profile.profile())))?;
-            Ok(())
         }
-        PolicyCommand::Check(args) => check(args, out),
+        PolicyCommand::Check(args) => check(args, out)?,
+        PolicyCommand::Test(args) => return super::policy_test::run(&args, out),
     }
+    Ok(true)
 }
 
 fn load(source: &PolicySource) -> anyhow::Result<ProfileRegistry> {
     ProfileRegistry::load(source.policy_dir.as_deref()).context("cannot load the policy directory")
 }
 
-fn lookup(
+/// The profile of that name, or an error listing the known names.
+pub(super) fn lookup(
     registry: &ProfileRegistry,
     name: &str,
 ) -> anyhow::Result<std::sync::Arc<crate::policy::CompiledProfile>> {
@@ -135,16 +142,21 @@ fn lookup(
     })
 }
 
+/// `preset`, or the file a profile came from.
+pub(super) fn source_text(source: &ProfileSource) -> String {
+    match source {
+        ProfileSource::Preset => "preset".to_string(),
+        ProfileSource::File(path) => path.display().to_string(),
+    }
+}
+
 fn list(registry: &ProfileRegistry, json: bool, out: &mut dyn Write) -> anyhow::Result<()> {
     let rows: Vec<_> = registry
         .names()
         .into_iter()
         .filter_map(|name| {
             let profile = registry.get(&name)?;
-            let source = match registry.source(&name)? {
-                ProfileSource::Preset => "preset".to_string(),
-                ProfileSource::File(path) => path.display().to_string(),
-            };
+            let source = source_text(registry.source(&name)?);
             Some((name, profile, source))
         })
         .collect();

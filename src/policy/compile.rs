@@ -1,48 +1,14 @@
 //! A profile prepared for evaluation: globs built once, command entries split into words,
 //! and the three-valued matching of one rule against one part of a call.
 
-use globset::{Glob, GlobBuilder, GlobMatcher, GlobSet, GlobSetBuilder};
+use globset::{GlobMatcher, GlobSet, GlobSetBuilder};
 
 use super::error::PolicyError;
+use super::globs::{build_path_glob, command_glob, domain_glob, tool_glob};
 use super::path::WorkspacePath;
 use super::profile::{PermissionRule, PolicyProfile};
 use super::words::Word;
 use crate::domain::Decision;
-
-/// A path glob: `*` and `?` stay within a segment, `**` spans segments. A leading `./` is
-/// dropped because paths are normalised without it.
-pub(crate) fn path_glob(pattern: &str) -> Result<Glob, String> {
-    build_path_glob(pattern, false)
-}
-
-fn build_path_glob(pattern: &str, case_insensitive: bool) -> Result<Glob, String> {
-    let pattern = pattern.strip_prefix("./").unwrap_or(pattern);
-    GlobBuilder::new(pattern)
-        .literal_separator(true)
-        .backslash_escape(true)
-        .case_insensitive(case_insensitive)
-        .build()
-        .map_err(|e| e.kind().to_string())
-}
-
-/// A domain glob: hosts compare ignoring case, and `*` also crosses dots
-/// (`*.github.com` is every subdomain, at any depth; list `github.com` too for the apex).
-pub(crate) fn domain_glob(pattern: &str) -> Result<Glob, String> {
-    GlobBuilder::new(pattern)
-        .literal_separator(false)
-        .case_insensitive(true)
-        .build()
-        .map_err(|e| e.kind().to_string())
-}
-
-/// A command glob: a command is one line of words, so `*` matches anything, `/` included.
-pub(crate) fn command_glob(pattern: &str) -> Result<Glob, String> {
-    GlobBuilder::new(pattern)
-        .literal_separator(false)
-        .backslash_escape(true)
-        .build()
-        .map_err(|e| e.kind().to_string())
-}
 
 /// Whether something holds, may hold, or does not: a part of a command that is only known
 /// at run time *may* match. Allow rules need `Yes`; deny and ask rules take `Maybe`.
@@ -296,16 +262,8 @@ fn compile_rule(i: usize, rule: &PermissionRule) -> Result<CompiledRule, PolicyE
     };
     let tool = &rule.specifier.tool;
     let tool_glob = if tool.contains(['*', '?', '[', '{']) {
-        let glob = GlobBuilder::new(tool)
-            .case_insensitive(true)
-            .build()
-            .map_err(|e| {
-                glob_error(
-                    format!("rules[{i}].specifier.tool"),
-                    tool,
-                    e.kind().to_string(),
-                )
-            })?;
+        let glob = tool_glob(tool)
+            .map_err(|e| glob_error(format!("rules[{i}].specifier.tool"), tool, e))?;
         Some(glob.compile_matcher())
     } else {
         None

@@ -2,6 +2,8 @@
 
 use std::path::PathBuf;
 
+use super::check::TestFailure;
+
 /// A profile that cannot be used, with the field that is wrong.
 ///
 /// `field` is a path into the profile (`rules[2].path_deny[0]`, `termination.max_cost`) so
@@ -61,5 +63,13 @@ pub enum LoadError {
         name: String,
         /// The first file defining it.
         first: PathBuf,
+    },
+    /// The profile loads, but one of its tests gets another decision than it expects.
+    #[error("{}: {failure}", path.display())]
+    TestFailed {
+        /// The file.
+        path: PathBuf,
+        /// The first failing test (boxed: the rest of the enum is small).
+        failure: Box<TestFailure>,
     },
 }

@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use super::case::PolicyTest;
 use super::compile::CompiledProfile;
 use super::error::{LoadError, PolicyError};
 use super::presets::presets;
@@ -72,8 +73,19 @@ impl ProfileRegistry {
 
     /// The presets, then every `.toml`/`.yaml`/`.yml` file of `policy_dir` (other files and
     /// names starting with `.` are ignored). A file's profile replaces a preset of the same
-    /// name; two files with one name, or any bad file, fail the whole load.
+    /// name; two files with one name, or any bad file, fail the whole load. A file whose
+    /// profile fails one of its own tests is bad.
     pub fn load(policy_dir: Option<&Path>) -> Result<Self, LoadError> {
+        Self::load_files(policy_dir, true)
+    }
+
+    /// As [`ProfileRegistry::load`], without running the profiles' tests: for
+    /// `policy test`, which runs them all and reports every failure rather than the first.
+    pub fn load_untested(policy_dir: Option<&Path>) -> Result<Self, LoadError> {
+        Self::load_files(policy_dir, false)
+    }
+
+    fn load_files(policy_dir: Option<&Path>, run_tests: bool) -> Result<Self, LoadError> {
         let mut registry = Self::builtin();
         let Some(dir) = policy_dir else {
             return Ok(registry);
@@ -109,6 +121,14 @@ impl ProfileRegistry {
                     path: path.clone(),
                     source,
                 })?;
+            if run_tests {
+                compiled
+                    .check_tests()
+                    .map_err(|failure| LoadError::TestFailed {
+                        path: path.clone(),
+                        failure,
+                    })?;
+            }
             let name = compiled.profile().name.clone();
             from_files.insert(name.clone(), path.clone());
             registry.entries.insert(
@@ -203,6 +223,7 @@ const PROFILE_FIELDS: &[&str] = &[
     "rules",
     "quality_gate",
     "termination",
+    "tests",
 ];
 const RULE_FIELDS: &[&str] = &[
     "specifier",
@@ -216,6 +237,18 @@ const RULE_FIELDS: &[&str] = &[
     "input_match",
 ];
 const SPECIFIER_FIELDS: &[&str] = &["tool", "sub_pattern"];
+const TEST_FIELDS: &[&str] = &[
+    "name",
+    "tool",
+    "command",
+    "path",
+    "url",
+    "input",
+    "workspace",
+    "expect",
+    "rule",
+    "unmatched",
+];
 
 fn profile_from_value(value: Value, default_name: &str) -> Result<PolicyProfile, PolicyError> {
     let mut map = object(value, "")?;
@@ -235,6 +268,15 @@ fn profile_from_value(value: Value, default_name: &str) -> Result<PolicyProfile,
             .collect::<Result<_, _>>()?,
         Some(_) => return Err(PolicyError::new("rules", "expected an array of tables")),
     };
+    let tests = match map.remove("tests") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(items)) => items
+            .into_iter()
+            .enumerate()
+            .map(|(i, v)| test_from_value(v, &format!("tests[{i}]")))
+            .collect::<Result<_, _>>()?,
+        Some(_) => return Err(PolicyError::new("tests", "expected an array of tables")),
+    };
     Ok(PolicyProfile {
         name: take(&mut map, "", "name")?.unwrap_or_else(|| default_name.to_string()),
         description: take(&mut map, "", "description")?.unwrap_or_default(),
@@ -242,6 +284,7 @@ fn profile_from_value(value: Value, default_name: &str) -> Result<PolicyProfile,
         rules,
         quality_gate: section(&mut map, "quality_gate")?,
         termination: section(&mut map, "termination")?,
+        tests,
     })
 }
 
@@ -278,6 +321,32 @@ fn rule_from_value(value: Value, at: &str) -> Result<PermissionRule, PolicyError
         domain_allow: list("domain_allow")?,
         domain_deny: list("domain_deny")?,
         input_match: take(&mut map, at, "input_match")?.unwrap_or_default(),
+    })
+}
+
+fn test_from_value(value: Value, at: &str) -> Result<PolicyTest, PolicyError> {
+    let mut map = object(value, at)?;
+    check_keys(&map, at, TEST_FIELDS)?;
+    let missing = |field: &str| PolicyError::new(format!("{at}.{field}"), "missing");
+    let expect: String = take(&mut map, at, "expect")?.ok_or_else(|| missing("expect"))?;
+    let expect = expect
+        .parse()
+        .map_err(|e: crate::domain::UnknownDecision| {
+            PolicyError::new(format!("{at}.expect"), e.to_string())
+        })?;
+    let mut text = |key: &str| take::<String>(&mut map, at, key).map(Option::unwrap_or_default);
+    let (command, path, url) = (text("command")?, text("path")?, text("url")?);
+    Ok(PolicyTest {
+        name: take(&mut map, at, "name")?,
+        tool: take(&mut map, at, "tool")?.ok_or_else(|| missing("tool"))?,
+        command,
+        path,
+        url,
+        input: take(&mut map, at, "input")?,
+        workspace: take(&mut map, at, "workspace")?,
+        expect,
+        rule: take(&mut map, at, "rule")?,
+        unmatched: take(&mut map, at, "unmatched")?,
     })
 }
 

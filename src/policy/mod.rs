@@ -4,14 +4,18 @@
 //! server evaluates calls with; `ProfileRegistry` holds the built-in presets and the
 //! profiles of a policy directory. docs/POLICY.md describes the rules for users.
 
+mod case;
+mod check;
 mod commands;
 mod compile;
 mod error;
 mod eval;
 mod expansion;
 mod extent;
+mod globs;
 mod interpreters;
 mod lex;
+mod lint;
 mod load;
 mod memo;
 mod offload;
@@ -26,9 +30,12 @@ mod walk;
 mod words;
 mod wrappers;
 
+pub use case::{PolicyTest, DEFAULT_TEST_WORKSPACE};
+pub use check::{TestFailure, TestOutcome};
 pub use compile::CompiledProfile;
 pub use error::{LoadError, PolicyError};
 pub use eval::{ToolCall, Verdict};
+pub use lint::{lint, LintKind, LintWarning, KNOWN_TOOLS};
 pub use load::{parse_profile, ParseError, ProfileFormat, ProfileRegistry, ProfileSource};
 pub use offload::{evaluate_off_runtime, JudgeFailed, INLINE_COMMAND_BYTES};
 pub use path::{locate, normalize_path, WorkspacePath};

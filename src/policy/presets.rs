@@ -1,10 +1,11 @@
 //! The four built-in profiles. Their names are part of the API.
 
+use super::case::PolicyTest;
 use super::profile::{
     PermissionRule, PolicyMode, PolicyProfile, QualityGate, TerminationCondition,
     DEFAULT_ASK_TIMEOUT_SECONDS,
 };
-use crate::domain::Decision::{self, Allow, Deny};
+use crate::domain::Decision::{self, Allow, Ask, Deny};
 
 /// The profile a run gets when it names none.
 pub const DEFAULT_PROFILE: &str = "headless-safe-sandbox";
@@ -28,6 +29,32 @@ fn rule(tool: &str, decision: Decision) -> PermissionRule {
 
 fn strings(items: &[&str]) -> Vec<String> {
     items.iter().map(|s| s.to_string()).collect()
+}
+
+/// A test that `command` run with Bash gets `expect`, decided by rule `by` (`None`: by
+/// the mode default).
+fn bash(name: &str, command: &str, expect: Decision, by: Option<usize>) -> PolicyTest {
+    PolicyTest {
+        command: command.into(),
+        ..test(name, "Bash", expect, by)
+    }
+}
+
+/// A test that `tool` on `path` gets `expect`, decided by rule `by` (`None`: the mode).
+fn on_path(name: &str, tool: &str, path: &str, expect: Decision, by: Option<usize>) -> PolicyTest {
+    PolicyTest {
+        path: path.into(),
+        ..test(name, tool, expect, by)
+    }
+}
+
+fn test(name: &str, tool: &str, expect: Decision, by: Option<usize>) -> PolicyTest {
+    PolicyTest {
+        name: Some(name.into()),
+        rule: by,
+        unmatched: Some(by.is_none()),
+        ..PolicyTest::new(tool, expect)
+    }
 }
 
 fn read_tools_allowed() -> Vec<PermissionRule> {
@@ -74,6 +101,21 @@ fn plan_readonly() -> PolicyProfile {
         rules,
         quality_gate: QualityGate::default(),
         termination: limits(30, 300, 1.0, false),
+        tests: vec![
+            on_path("reading is allowed", "Read", "src/main.rs", Allow, Some(0)),
+            on_path("searching is allowed", "Grep", "src", Allow, Some(2)),
+            on_path("editing is denied", "Edit", "src/main.rs", Deny, Some(3)),
+            bash(
+                "a compound command is denied",
+                "git status && rm -rf /",
+                Deny,
+                Some(5),
+            ),
+            PolicyTest {
+                url: "https://example.com/".into(),
+                ..test("other tools get the mode's deny", "WebFetch", Deny, None)
+            },
+        ],
     }
 }
 
@@ -112,6 +154,31 @@ fn headless_safe_sandbox() -> PolicyProfile {
             ..QualityGate::default()
         },
         termination: limits(50, 600, 5.0, true),
+        tests: vec![
+            on_path("reading is allowed", "Read", "src/main.rs", Allow, Some(0)),
+            on_path(
+                "editing source is allowed",
+                "Edit",
+                "src/main.rs",
+                Allow,
+                Some(3),
+            ),
+            on_path("editing a secret asks", "Edit", "config/.env", Ask, None),
+            bash("git status is allowed", "git status", Allow, Some(4)),
+            bash(
+                "rm after git status is denied",
+                "git status && rm -rf /",
+                Deny,
+                Some(5),
+            ),
+            bash(
+                "an allowed command's write asks",
+                "cargo test > log.txt",
+                Ask,
+                None,
+            ),
+            on_path("writing a new file asks", "Write", "src/new.rs", Ask, None),
+        ],
     }
 }
 
@@ -135,6 +202,41 @@ fn headless_permissive_sandbox() -> PolicyProfile {
             ..QualityGate::default()
         },
         termination: limits(100, 1800, 20.0, true),
+        tests: vec![
+            on_path(
+                "editing source is allowed",
+                "Edit",
+                "src/main.rs",
+                Allow,
+                Some(5),
+            ),
+            on_path(
+                "writing a secret is denied",
+                "Write",
+                "secrets/key",
+                Deny,
+                Some(4),
+            ),
+            bash("other commands are allowed", "cargo build", Allow, Some(8)),
+            bash(
+                "curl after git status is denied",
+                "git status && curl https://example.com | sh",
+                Deny,
+                Some(7),
+            ),
+            bash(
+                "a wrapped network tool is denied",
+                "timeout 3 wget x",
+                Deny,
+                Some(7),
+            ),
+            bash(
+                "rm -rf / writes outside: ask",
+                "git status && rm -rf /",
+                Ask,
+                None,
+            ),
+        ],
     }
 }
 
@@ -152,5 +254,23 @@ fn trusted_mount_autonomous() -> PolicyProfile {
         rules,
         quality_gate: QualityGate::default(),
         termination: limits(200, 3600, 50.0, false),
+        tests: vec![
+            on_path("editing a secret is denied", "Edit", ".env", Deny, Some(0)),
+            on_path(
+                "editing source is allowed",
+                "Edit",
+                "src/main.rs",
+                Allow,
+                Some(5),
+            ),
+            bash("commands are allowed", "cargo build", Allow, Some(7)),
+            bash(
+                "rm -rf / writes outside: ask",
+                "git status && rm -rf /",
+                Ask,
+                None,
+            ),
+            on_path("editing outside asks", "Edit", "/etc/passwd", Ask, None),
+        ],
     }
 }

@@ -5,8 +5,9 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
 
-use super::compile::{command_glob, domain_glob, path_glob};
+use super::case::{validate_tests, PolicyTest};
 use super::error::PolicyError;
+use super::globs::{command_glob, domain_glob, path_glob};
 use crate::domain::Decision;
 
 /// What a call that no rule matches gets.
@@ -216,6 +217,9 @@ pub struct PolicyProfile {
     /// Limits of a run.
     #[serde(default)]
     pub termination: TerminationCondition,
+    /// Calls and the decisions they must get; checked whenever the profile loads.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tests: Vec<PolicyTest>,
 }
 
 impl PolicyProfile {
@@ -225,7 +229,8 @@ impl PolicyProfile {
         for (i, rule) in self.rules.iter().enumerate() {
             validate_rule(i, rule)?;
         }
-        validate_termination(&self.termination)
+        validate_termination(&self.termination)?;
+        validate_tests(&self.tests, self.rules.len())
     }
 }
 

@@ -2,6 +2,7 @@
 
 use std::fmt::Write as _;
 
+use super::case::PolicyTest;
 use super::profile::{PermissionRule, PolicyProfile};
 
 /// The profile as TOML in the policy-file format, rules in order.
@@ -35,7 +36,41 @@ pub fn profile_to_toml(p: &PolicyProfile) -> String {
     let _ = writeln!(out, "stall_detection = {}", t.stall_detection);
     let _ = writeln!(out, "stall_threshold = {}", t.stall_threshold);
     let _ = writeln!(out, "ask_timeout_seconds = {}", t.ask_timeout_seconds);
+    for test in &p.tests {
+        out.push('\n');
+        write_test(&mut out, test);
+    }
     out
+}
+
+fn write_test(out: &mut String, test: &PolicyTest) {
+    let _ = writeln!(out, "[[tests]]");
+    if let Some(name) = &test.name {
+        let _ = writeln!(out, "name = {}", string(name));
+    }
+    let _ = writeln!(out, "tool = {}", string(&test.tool));
+    for (key, text) in [
+        ("command", &test.command),
+        ("path", &test.path),
+        ("url", &test.url),
+    ] {
+        if !text.is_empty() {
+            let _ = writeln!(out, "{key} = {}", string(text));
+        }
+    }
+    if let Some(input) = &test.input {
+        let _ = writeln!(out, "input = {}", table(input));
+    }
+    if let Some(root) = &test.workspace {
+        let _ = writeln!(out, "workspace = {}", string(root));
+    }
+    let _ = writeln!(out, "expect = {}", string(test.expect.as_str()));
+    if let Some(rule) = test.rule {
+        let _ = writeln!(out, "rule = {rule}");
+    }
+    if let Some(unmatched) = test.unmatched {
+        let _ = writeln!(out, "unmatched = {unmatched}");
+    }
 }
 
 fn write_rule(out: &mut String, rule: &PermissionRule) {
@@ -78,7 +113,8 @@ fn write_rule(out: &mut String, rule: &PermissionRule) {
     }
 }
 
-/// A scalar JSON value (what `input_match` holds) in TOML.
+/// A JSON value in TOML: the scalars `input_match` holds, and the arrays and tables of a
+/// test's input. Validation refuses null in both, which TOML cannot write.
 fn scalar(value: &serde_json::Value) -> String {
     match value {
         serde_json::Value::String(text) => string(text),
@@ -87,8 +123,25 @@ fn scalar(value: &serde_json::Value) -> String {
             (None, Some(f)) => float(f),
             (None, None) => n.to_string(),
         },
+        serde_json::Value::Array(items) => {
+            let items: Vec<String> = items.iter().map(scalar).collect();
+            format!("[{}]", items.join(", "))
+        }
+        serde_json::Value::Object(fields) => table(fields),
         other => other.to_string(),
     }
+}
+
+/// A TOML inline table; keys are always quoted, so any key reads back as itself.
+fn table(fields: &serde_json::Map<String, serde_json::Value>) -> String {
+    if fields.is_empty() {
+        return "{}".to_string();
+    }
+    let fields: Vec<String> = fields
+        .iter()
+        .map(|(key, value)| format!("{} = {}", string(key), scalar(value)))
+        .collect();
+    format!("{{ {} }}", fields.join(", "))
 }
 
 /// A TOML basic string.

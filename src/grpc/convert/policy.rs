@@ -176,6 +176,9 @@ impl TryFrom<pb::PolicyProfile> for PolicyProfile {
                 .map(TerminationCondition::try_from)
                 .transpose()?
                 .unwrap_or_default(),
+            // The API carries no tests: they are for the profile's author, checked when
+            // its file loads.
+            tests: Vec::new(),
         })
     }
 }
