@@ -11,6 +11,7 @@ mod exec_agent;
 mod hook;
 mod output;
 mod policy;
+mod policy_import;
 mod runs;
 pub mod serve;
 mod tokens;

@@ -41,6 +41,10 @@ pub enum PolicyCommand {
     },
     /// Decide one tool call as the server would, and say why.
     Check(CheckArgs),
+    /// Turn another agent's permission settings into a profile (TOML), with a report of
+    /// what could not be carried over exactly.
+    #[command(subcommand)]
+    Import(super::policy_import::ImportSource),
 }
 
 /// The policy directory option shared by the `policy` commands.
@@ -93,7 +97,7 @@ pub struct CheckArgs {
 }
 
 /// Runs a `policy` command. A decision, whatever it is, exits 0; an unknown profile or
-/// bad input exits 2 with a message on stderr.
+/// bad input exits 2 with a message on stderr; an import whose generated test fails, 1.
 pub fn run(cmd: PolicyCommand) -> ExitCode {
     let mut stdout = std::io::stdout().lock();
     match execute(cmd, &mut stdout) {
@@ -101,7 +105,7 @@ pub fn run(cmd: PolicyCommand) -> ExitCode {
         Err(err) => {
             // Load errors quote the files' text.
             eprintln!("error: {}", escape(&format!("{err:#}")));
-            ExitCode::from(EXIT_BAD_INPUT)
+            ExitCode::from(super::policy_import::exit_code(&err).unwrap_or(EXIT_BAD_INPUT))
         }
     }
 }
@@ -116,6 +120,7 @@ fn execute(cmd: PolicyCommand, out: &mut dyn Write) -> anyhow::Result<()> {
             Ok(())
         }
         PolicyCommand::Check(args) => check(args, out),
+        PolicyCommand::Import(source) => super::policy_import::execute(source, out),
     }
 }
 
@@ -230,7 +235,7 @@ fn check(args: CheckArgs, out: &mut dyn Write) -> anyhow::Result<()> {
 /// profile text as basic strings, which leaves the invisible format characters raw; they
 /// are written here as TOML's own `\u202E` / `\U000E0041`, as visible, and loading back to
 /// the same profile. Line breaks are the document's own and stay.
-fn visible_toml(toml: &str) -> Cow<'_, str> {
+pub(super) fn visible_toml(toml: &str) -> Cow<'_, str> {
     let hidden = |c: char| c != '\n' && needs_escape(c);
     if !toml.contains(hidden) {
         return Cow::Borrowed(toml);

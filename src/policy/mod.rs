@@ -10,6 +10,7 @@ mod error;
 mod eval;
 mod expansion;
 mod extent;
+pub mod import;
 mod interpreters;
 mod lex;
 mod load;
