@@ -133,9 +133,15 @@ fn bash(inner: &str) -> Result<BashSpec, String> {
     };
     // runplane judges a command named by a path by its basename and never lets an
     // assignment pass an allow rule: such a first word cannot be compared as written.
-    if first.contains(['/', '=']) {
+    if first.contains('/') {
         return Err(format!(
-            "the command name {first:?} is a path or an assignment"
+            "runplane judges the command {first:?}, named by a path, by its basename and \
+             never allows it"
+        ));
+    }
+    if first.contains('=') {
+        return Err(format!(
+            "{first:?} is an assignment, which runplane never lets an allow rule pass"
         ));
     }
     for word in &words {

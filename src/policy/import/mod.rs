@@ -206,3 +206,52 @@ fn one_line(text: &str) -> String {
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::PermissionRule;
+
+    fn test(expect: Decision) -> ProfileTest {
+        ProfileTest {
+            name: "t".into(),
+            tool: "Bash".into(),
+            command: "ls".into(),
+            path: String::new(),
+            url: String::new(),
+            workspace: None,
+            expect,
+        }
+    }
+
+    #[test]
+    fn a_looser_answer_fails_and_a_stricter_one_drops_the_test() {
+        let profile = PolicyProfile {
+            name: "p".into(),
+            rules: vec![PermissionRule::new("Bash", Decision::Ask)],
+            ..PolicyProfile::default()
+        };
+        let compiled = CompiledProfile::compile(profile).expect("compiles");
+        let mut notes = Vec::new();
+        assert!(matches!(
+            verify(&compiled, vec![test(Decision::Deny)], &mut notes),
+            Err(ImportError::TestFailed {
+                actual: Decision::Ask,
+                ..
+            })
+        ));
+        let kept = verify(
+            &compiled,
+            vec![test(Decision::Allow), test(Decision::Ask)],
+            &mut notes,
+        )
+        .expect("no widening");
+        assert_eq!(kept, vec![test(Decision::Ask)]);
+        assert_eq!(notes.len(), 1);
+    }
+
+    #[test]
+    fn comments_stay_one_line() {
+        assert_eq!(one_line("a\nb = 1"), "a\\nb = 1");
+    }
+}
