@@ -465,15 +465,12 @@ pub(super) fn fallback(text: &str, tool: &str, decision: Decision) -> Permission
             .strip_prefix("Bash(")
             .and_then(|rest| rest.strip_suffix(')'))
             .unwrap_or_default();
-        let mut words = inner.split_whitespace();
-        let first = words.next().unwrap_or_default();
-        // The first word counts only when it is whole (a later word follows it).
+        let inner = inner.strip_suffix(":*").unwrap_or(inner);
+        // A first word made only of plain characters is whole: whatever follows it in the
+        // rule is after a blank. A command named by a path is judged by its basename.
+        let first = inner.split_whitespace().next().unwrap_or_default();
         let first = first.rsplit('/').next().unwrap_or_default();
-        if words.next().is_some()
-            && !first.is_empty()
-            && first.chars().all(plain)
-            && !first.contains('=')
-        {
+        if !first.is_empty() && first.chars().all(plain) && !first.contains('=') {
             rule.command_allow = vec![first.to_string()];
         }
     }
@@ -555,7 +552,16 @@ mod tests {
     fn fallback_keeps_a_whole_plain_first_word() {
         let rule = fallback("Bash(rm -rf \"$HOME\")", "Bash", Decision::Deny);
         assert_eq!(rule.command_allow, vec!["rm".to_string()]);
-        let rule = fallback("Bash($(evil))", "Bash", Decision::Deny);
-        assert!(rule.command_allow.is_empty());
+        let rule = fallback("Bash(./deploy.sh:*)", "Bash", Decision::Deny);
+        assert_eq!(rule.command_allow, vec!["deploy.sh".to_string()]);
+        for whole_tool in [
+            "Bash($(evil))",
+            "Bash(rm\"x\" y)",
+            "Bash(A=1 make)",
+            "Bash(x",
+        ] {
+            let rule = fallback(whole_tool, "Bash", Decision::Deny);
+            assert!(rule.command_allow.is_empty(), "{whole_tool}");
+        }
     }
 }
