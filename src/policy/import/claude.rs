@@ -343,7 +343,7 @@ mod tests {
     #[test]
     fn an_untranslatable_allow_is_dropped_and_a_deny_made_stricter() {
         let imported = import(serde_json::json!({"permissions": {
-            "allow": ["Bash(echo \"hi\")", "Task(Explore)"],
+            "allow": ["Bash(echo \"hi\")", "Task(Explore)", "bash"],
             "deny": ["Bash(rm -rf \"$HOME\")", "Task(Plan)"],
         }}));
         let rules = &imported.profile.rules;
@@ -353,7 +353,7 @@ mod tests {
         assert!(rules[1].command_allow.is_empty());
         assert_eq!(
             imported.notes.iter().filter(|n| n.rule.is_some()).count(),
-            4,
+            5,
             "{:?}",
             imported.notes
         );

@@ -258,6 +258,17 @@ impl ClaudeRule {
         home: Option<&str>,
     ) -> Result<Translated, String> {
         let spec = self.spec.as_ref().map_err(Clone::clone)?;
+        // Claude Code's own tools are spelt in PascalCase and compared exactly; runplane
+        // compares tool names ignoring case, so an allow of `bash` would allow `Bash`.
+        if decision == Decision::Allow
+            && !self.tool.starts_with("mcp__")
+            && !self.tool.starts_with(|c: char| c.is_ascii_uppercase())
+        {
+            return Err(format!(
+                "Claude Code compares tool names exactly and has no tool {:?}; runplane ignores case",
+                self.tool
+            ));
+        }
         let mut rule = PermissionRule::new(&runplane_tool(&self.tool, decision), decision);
         let mut probe = Probe::tool(&self.probe_tool());
         let mut note = None;
