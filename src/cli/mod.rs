@@ -11,6 +11,7 @@ mod exec_agent;
 mod hook;
 mod output;
 mod policy;
+mod policy_import;
 mod policy_test;
 mod runs;
 pub mod serve;

@@ -13,6 +13,7 @@ mod eval;
 mod expansion;
 mod extent;
 mod globs;
+pub mod import;
 mod interpreters;
 mod lex;
 mod lint;
