@@ -10,7 +10,7 @@ use std::time::Duration;
 use clap::Parser;
 use runplane::cli::serve::{resolve, ConfigFile, LogFormat, ServeArgs};
 use runplane::cli::{Cli, Command};
-use runplane::server::{ServeConfig, DEFAULT_MAX_MESSAGE_BYTES};
+use runplane::server::{ServeConfig, StoreConfig, DEFAULT_MAX_MESSAGE_BYTES};
 use runplane::store::Synchronous;
 
 /// The `serve` flags of a command line.
@@ -62,7 +62,7 @@ fn defaults_when_nothing_is_set() {
     assert_eq!(config.data_dir, PathBuf::from("./runplane-data"));
     assert_eq!(config.policy_dir, None);
     assert_eq!(config.reattach_grace, Duration::from_secs(60));
-    assert_eq!(config.synchronous, defaults.synchronous);
+    assert_eq!(config.store, defaults.store);
     assert_eq!(config.max_message_bytes, DEFAULT_MAX_MESSAGE_BYTES);
     assert_eq!(config.shutdown_timeout, defaults.shutdown_timeout);
     assert_eq!(log, LogFormat::Text);
@@ -134,7 +134,12 @@ fn every_file_key_is_read() {
     let (config, log) = resolve(flags(&[]), env(&[]), Some(file(text))).unwrap();
     assert_eq!(config.listen, addr("0.0.0.0:7000"));
     assert_eq!(config.policy_dir, Some(PathBuf::from("/p")));
-    assert_eq!(config.synchronous, Synchronous::Full);
+    assert_eq!(
+        config.store,
+        StoreConfig::Sqlite {
+            synchronous: Synchronous::Full
+        }
+    );
     assert_eq!(config.max_message_bytes, 1024);
     assert_eq!(config.shutdown_timeout, Duration::from_secs(3));
     assert_eq!(log, LogFormat::Json);
@@ -151,7 +156,12 @@ fn every_variable_is_read() {
     ]);
     let (config, log) = resolve(flags(&[]), vars, None).unwrap();
     assert_eq!(config.policy_dir, Some(PathBuf::from("/p")));
-    assert_eq!(config.synchronous, Synchronous::Full);
+    assert_eq!(
+        config.store,
+        StoreConfig::Sqlite {
+            synchronous: Synchronous::Full
+        }
+    );
     assert_eq!(config.max_message_bytes, 2048);
     assert_eq!(config.shutdown_timeout, Duration::from_secs(4));
     assert_eq!(log, LogFormat::Json);

@@ -20,7 +20,7 @@ use tracing_subscriber::EnvFilter;
 
 use super::escape::EscapedFields;
 use crate::auth::AuthMode;
-use crate::server::{self, ServeConfig, TlsFiles, DEFAULT_DATA_DIR};
+use crate::server::{self, ServeConfig, StoreConfig, TlsFiles, DEFAULT_DATA_DIR};
 use crate::store::Synchronous;
 
 /// Environment variable naming the config file, for deployments that configure by
@@ -233,7 +233,9 @@ pub fn resolve(
         parse_synchronous,
         file.synchronous,
     )?;
-    config.synchronous = synchronous.unwrap_or(config.synchronous);
+    if let Some(synchronous) = synchronous {
+        config.store = StoreConfig::Sqlite { synchronous };
+    }
     let max_message = pick(
         args.max_message_bytes,
         &env,

@@ -28,11 +28,14 @@ use tracing::{info, warn};
 
 use crate::auth::{token, Secret};
 use crate::domain::event::Created;
+use crate::domain::query::{RunPage, RunQuery};
 use crate::domain::{Decision, Run, StallTracker, StartRequest, ToolCallResponse};
 use crate::domain::{Event, EventKind};
 use crate::policy::{CompiledProfile, ProfileRegistry, DEFAULT_PROFILE};
-use crate::store::{Commit, RunPage, RunQuery, RunStore, StoreError};
+use crate::store::{Commit, RunStore};
 
+/// What a store failure is, as the coordinator reports it (`CoordinatorError::Store`).
+pub use crate::store::StoreError;
 pub use actor::Inbound;
 use actor::{Command, Phase, RunActor, Session};
 use clock::Clock;

@@ -8,6 +8,7 @@ mod access;
 mod decision;
 pub mod event;
 mod modes;
+pub mod query;
 mod run;
 mod stall;
 mod status;

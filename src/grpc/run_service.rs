@@ -13,11 +13,11 @@ use tokio_stream::{Stream, StreamExt};
 use tonic::{Request, Response, Status};
 
 use crate::coordinator::{Coordinator, PendingAsk};
+use crate::domain::query::{PageCursor, RunQuery};
 use crate::domain::{Principal, Run, StartRequest};
 use crate::grpc::access::principal;
 use crate::grpc::convert::{bounded, decision_from_proto, status_from_proto};
 use crate::grpc::pb;
-use crate::store::{PageCursor, RunQuery};
 
 /// Runs per page when the request leaves page_size at 0.
 const DEFAULT_RUNS_PAGE: usize = 50;

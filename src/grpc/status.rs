@@ -1,7 +1,7 @@
 //! Coordinator errors as gRPC statuses.
 
 use crate::coordinator::CoordinatorError;
-use crate::store::StoreError;
+use crate::coordinator::StoreError;
 
 impl From<CoordinatorError> for tonic::Status {
     fn from(err: CoordinatorError) -> tonic::Status {

@@ -28,14 +28,15 @@ pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(10);
 pub struct ServeConfig {
     /// Address to listen on; port 0 picks a free port (tests).
     pub listen: SocketAddr,
-    /// Directory holding the SQLite database; created if missing.
+    /// Directory of the server's files (the admin token, and the SQLite database when the
+    /// store is SQLite); created if missing.
     pub data_dir: PathBuf,
+    /// Which store, with its own settings.
+    pub store: StoreConfig,
     /// Directory of custom policy profiles (`.toml`, `.yaml`); `None`: presets only.
     pub policy_dir: Option<PathBuf>,
     /// How long a dropped worker may take to re-attach.
     pub reattach_grace: Duration,
-    /// Disk durability of each group commit.
-    pub synchronous: Synchronous,
     /// Largest gRPC message, both directions.
     pub max_message_bytes: usize,
     /// Bound on the graceful-shutdown wait.
@@ -46,6 +47,25 @@ pub struct ServeConfig {
     pub auth: AuthMode,
     /// TLS for the listener; `None`: plaintext (warned about off loopback).
     pub tls: Option<TlsFiles>,
+}
+
+/// The store `serve` runs on. Each store's settings live in its own variant, so a setting
+/// of one store is never read by another.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreConfig {
+    /// The embedded SQLite database `runplane.db` in the data directory.
+    Sqlite {
+        /// Disk durability of each group commit.
+        synchronous: Synchronous,
+    },
+}
+
+impl Default for StoreConfig {
+    fn default() -> StoreConfig {
+        StoreConfig::Sqlite {
+            synchronous: Synchronous::default(),
+        }
+    }
 }
 
 /// The PEM files of the server's TLS identity.
@@ -68,7 +88,7 @@ impl ServeConfig {
             data_dir: data_dir.into(),
             policy_dir: None,
             reattach_grace: DEFAULT_REATTACH_GRACE,
-            synchronous: Synchronous::default(),
+            store: StoreConfig::default(),
             max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
             shutdown_timeout: DEFAULT_SHUTDOWN_TIMEOUT,
             attach_timeout: DEFAULT_ATTACH_TIMEOUT,

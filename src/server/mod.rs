@@ -4,7 +4,7 @@ mod config;
 mod tls;
 
 pub use config::{
-    ServeConfig, TlsFiles, DEFAULT_ATTACH_TIMEOUT, DEFAULT_DATA_DIR, DEFAULT_LISTEN,
+    ServeConfig, StoreConfig, TlsFiles, DEFAULT_ATTACH_TIMEOUT, DEFAULT_DATA_DIR, DEFAULT_LISTEN,
     DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_REATTACH_GRACE, DEFAULT_SHUTDOWN_TIMEOUT,
 };
 
@@ -103,7 +103,7 @@ pub async fn bind(config: ServeConfig) -> Result<BoundServer, ServeError> {
 }
 
 /// As [`bind`], on a store the caller opened instead of the data directory's SQLite file
-/// (`data_dir` and `synchronous` are then not used, and no admin token file is made: the
+/// (`store` is then not used, and no admin token file is made: the
 /// caller makes its tokens through [`BoundServer::authenticator`]). The benchmark uses it to measure the
 /// server with a store that does not write, which tells the store's share of the cost.
 pub async fn bind_with_store(
@@ -133,9 +133,13 @@ fn load_profiles(config: &ServeConfig) -> Result<Arc<ProfileRegistry>, ServeErro
 /// The store `serve` runs on: the SQLite database in the data directory. Any other store
 /// comes in through [`bind_with_store`].
 fn open_store(config: &ServeConfig) -> Result<Arc<dyn RunStore>, ServeError> {
-    let mut options = SqliteStoreOptions::new(config.data_dir.join(DATABASE_FILE));
-    options.synchronous = config.synchronous;
-    Ok(Arc::new(SqliteStore::open(options)?))
+    match &config.store {
+        StoreConfig::Sqlite { synchronous } => {
+            let mut options = SqliteStoreOptions::new(config.data_dir.join(DATABASE_FILE));
+            options.synchronous = *synchronous;
+            Ok(Arc::new(SqliteStore::open(options)?))
+        }
+    }
 }
 
 /// Makes the admin token file on the first start with authentication on, and checks it on
