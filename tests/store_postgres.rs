@@ -151,6 +151,34 @@ async fn a_failing_commit_fails_alone_in_its_group() {
     }
 }
 
+/// Commits of one run queued all at once land in large groups and must be applied in the
+/// order they were queued, each continuing the log of the one before.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_long_chain_queued_at_once_applies_in_order() {
+    let database = database!();
+    let store = database.open().await;
+    let mut run = new_run("run-1", "task", "proj", "agent", at(0));
+    store.commit(create(&run, vec![])).await.unwrap();
+    let outcomes: Arc<std::sync::Mutex<Vec<u64>>> = Arc::default();
+    for seq in 1..=1_500 {
+        let outcomes = Arc::clone(&outcomes);
+        store.commit_then(
+            change(&mut run, vec![event("run-1", seq, "step")], None),
+            Box::new(move |outcome| {
+                outcome.unwrap();
+                outcomes.lock().unwrap().push(seq);
+            }),
+        );
+    }
+    store
+        .commit(change(&mut run, vec![event("run-1", 1_501, "last")], None))
+        .await
+        .unwrap();
+    assert_eq!(*outcomes.lock().unwrap(), (1..=1_500).collect::<Vec<_>>());
+    assert_eq!(seqs(&store, "run-1").await, (1..=1_501).collect::<Vec<_>>());
+    assert_eq!(store.get_run("run-1").await.unwrap(), Some(run));
+}
+
 /// A commit the database itself fails (here: an event key that already exists, which the
 /// checks cannot see because `last_seq` was tampered with) is undone alone; the commits
 /// grouped with it are written.

@@ -14,6 +14,10 @@
 //! Nothing is answered before `COMMIT` has returned; then each commit is answered in queue
 //! order (a `commit_then` callback runs on this task).
 
+use std::future::Future;
+use std::pin::Pin;
+use std::task::Poll;
+
 use chrono::{DateTime, Utc};
 use deadpool_postgres::Pool;
 use futures_util::future::join_all;
@@ -252,6 +256,41 @@ pub(super) async fn run(pool: Pool, mut queue: mpsc::UnboundedReceiver<Job>, max
     pool.close();
 }
 
+/// Runs the calls pipelined on one connection and returns their answers in order.
+///
+/// tokio-postgres sends a query's request when its future is first polled, and the server
+/// answers requests in the order they arrive. The calls are polled once each, in queue
+/// order, before anything waits, so they go out back to back and in that order (commits of
+/// one run must be applied in the order they were queued); then the ones still waiting
+/// are awaited together.
+async fn pipeline<F: Future>(calls: impl Iterator<Item = F>) -> Vec<F::Output> {
+    let mut calls: Vec<Pin<Box<F>>> = calls.map(Box::pin).collect();
+    let mut answers: Vec<Option<F::Output>> = Vec::with_capacity(calls.len());
+    std::future::poll_fn(|cx| {
+        for call in &mut calls {
+            answers.push(match call.as_mut().poll(cx) {
+                Poll::Ready(answer) => Some(answer),
+                Poll::Pending => None,
+            });
+        }
+        Poll::Ready(())
+    })
+    .await;
+    let waiting = calls
+        .into_iter()
+        .zip(&answers)
+        .filter(|(_, answer)| answer.is_none())
+        .map(|(call, _)| call);
+    let mut late = join_all(waiting).await.into_iter();
+    answers
+        .into_iter()
+        .map(|answer| match answer {
+            Some(answer) => answer,
+            None => late.next().expect("one late answer per waiting call"),
+        })
+        .collect()
+}
+
 /// Writes a group in one transaction and returns each commit's outcome, in order.
 async fn write_group(pool: &Pool, group: &[Box<EncodedCommit>]) -> Vec<Result<(), StoreError>> {
     let fail_all = |error: StoreError| -> Vec<Result<(), StoreError>> {
@@ -285,12 +324,11 @@ async fn write_group(pool: &Pool, group: &[Box<EncodedCommit>]) -> Vec<Result<()
         Ok(tx) => tx,
         Err(e) => return fail_all(pg_error("begin group transaction")(e)),
     };
-    // Polled together, the calls are written to the connection back to back.
     let (tx_ref, statement) = (&tx, &statement);
     let calls = group
         .iter()
         .map(|commit| async move { tx_ref.query_one(statement, &commit.params()).await });
-    let answers = join_all(calls).await;
+    let answers = pipeline(calls).await;
     let mut outcomes = Vec::with_capacity(group.len());
     for (commit, answer) in group.iter().zip(answers) {
         match answer {
