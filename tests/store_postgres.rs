@@ -213,6 +213,22 @@ async fn a_commit_the_database_fails_is_undone_alone() {
     assert_eq!(store.get_run("bad").await.unwrap().unwrap().version, 1);
 }
 
+/// PostgreSQL's text cannot hold NUL: such a commit is refused alone, before it could
+/// abort its group.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_nul_in_an_id_is_refused_alone() {
+    let database = database!();
+    let store = database.open().await;
+    let bad = new_run("run-1", "task\0", "proj", "agent", at(0));
+    let good = new_run("run-2", "task", "proj", "agent", at(1));
+    let refused = store.commit(create(&bad, vec![]));
+    let written = store.commit(create(&good, vec![]));
+    let err = refused.await.unwrap_err();
+    assert!(matches!(err, StoreError::Invalid { .. }), "{err:?}");
+    written.await.unwrap();
+    assert_eq!(store.get_run("run-2").await.unwrap(), Some(good));
+}
+
 /// Two stores on one database (two server processes): optimistic concurrency holds across
 /// them, as the version check is in the database.
 #[tokio::test(flavor = "multi_thread")]

@@ -146,18 +146,25 @@ pub(super) async fn live_runs(
         .start()
         .await
         .map_err(pg_error("begin read"))?;
-    let runs_sql = format!(
-        "SELECT run_no, id, run_json, stall_json FROM runs
-         WHERE {LIVE_CLAUSE} AND ($1::text IS NULL OR id = $1) ORDER BY run_no"
-    );
+    // Two statements, so one run is found through the id's index and all of them through
+    // `runs_live`.
+    let runs_sql = match only {
+        Some(_) => format!(
+            "SELECT run_no, id, run_json, stall_json FROM runs WHERE id = $1 AND {LIVE_CLAUSE}"
+        ),
+        None => format!(
+            "SELECT run_no, id, run_json, stall_json FROM runs WHERE {LIVE_CLAUSE} ORDER BY run_no"
+        ),
+    };
     let statement = tx
         .prepare_cached(&runs_sql)
         .await
         .map_err(pg_error("prepare live runs"))?;
-    let rows = tx
-        .query(&statement, &[&only])
-        .await
-        .map_err(pg_error("list live runs"))?;
+    let rows = match only {
+        Some(run_id) => tx.query(&statement, &[&run_id]).await,
+        None => tx.query(&statement, &[]).await,
+    }
+    .map_err(pg_error("list live runs"))?;
     let run_nos: Vec<i64> = rows.iter().map(|row| row.get(0)).collect();
     let statement = tx
         .prepare_cached(

@@ -191,6 +191,23 @@ pub(super) fn encode(commit: Commit) -> Result<EncodedCommit, StoreError> {
         .map(serde_json::to_string)
         .transpose()
         .map_err(|e| StoreError::invalid(run_id, format!("encode stall tracker: {e}")))?;
+    // PostgreSQL's text cannot hold NUL, and a parameter it refuses aborts the whole group
+    // before the function's savepoint could catch it: refuse such a commit here, alone.
+    // (The JSON columns are safe: JSON escapes NUL.)
+    for (field, value) in [
+        ("id", &run.id),
+        ("task_id", &run.task_id),
+        ("agent_id", &run.agent_id),
+        ("project_id", &run.project_id),
+        ("team_id", &run.team_id),
+    ] {
+        if value.contains('\0') {
+            return Err(StoreError::invalid(
+                run_id,
+                format!("{field} contains a NUL character, which PostgreSQL cannot store"),
+            ));
+        }
+    }
     let mut seqs = Vec::with_capacity(events.len());
     let mut kinds = Vec::with_capacity(events.len());
     let mut ats = Vec::with_capacity(events.len());
