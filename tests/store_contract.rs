@@ -1,7 +1,9 @@
 //! The store contract: every case here runs against `SqliteStore` (a new file in a temp
-//! dir) and `MemoryStore`, through `Arc<dyn RunStore>`, and must pass the same way on
-//! both. SQLite-only behaviour (reopening, group commit, the journal, migrations, the lock
-//! file) is tested in `store_sqlite.rs`, `store_journal.rs` and `store_checkpoint.rs`.
+//! dir), `MemoryStore` and `PostgresStore` (a new database on the test server, see
+//! `store_common/postgres.rs`; skipped when there is none), through `Arc<dyn RunStore>`,
+//! and must pass the same way on each. What only one store does (reopening, group commit,
+//! the journal, migrations, the lock file) is tested in `store_sqlite.rs`,
+//! `store_journal.rs`, `store_checkpoint.rs` and `store_postgres.rs`.
 
 mod store_common;
 
@@ -13,7 +15,7 @@ use runplane::domain::{Credential, CredentialKind, Decision, Event, EventKind, R
 use runplane::store::{Commit, RunQuery, RunStore, StoreError};
 use store_common::*;
 
-/// Each case once per store: `sqlite::<case>` and `memory::<case>`.
+/// Each case once per store: `sqlite::<case>`, `memory::<case>` and `postgres::<case>`.
 macro_rules! contract {
     ($($case:ident),* $(,)?) => {
         mod sqlite {
@@ -30,6 +32,19 @@ macro_rules! contract {
                 #[tokio::test(flavor = "multi_thread")]
                 async fn $case() {
                     super::$case(std::sync::Arc::new(runplane::store::MemoryStore::new())).await;
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread")]
+                async fn $case() {
+                    let Some(database) = super::store_common::postgres::database().await else {
+                        return;
+                    };
+                    let store = std::sync::Arc::new(database.open().await);
+                    super::$case(store.clone()).await;
+                    store.close().await;
                 }
             )*
         }

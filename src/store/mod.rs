@@ -8,6 +8,7 @@
 //! can be missing from the log.
 
 pub mod memory;
+pub mod postgres;
 mod sqlite;
 
 use std::future::Future;
@@ -21,6 +22,7 @@ use crate::domain::{Credential, Event, Run, StallTracker};
 pub use crate::domain::query::{PageCursor, RunPage, RunQuery};
 
 pub use memory::MemoryStore;
+pub use postgres::{PostgresStore, PostgresStoreOptions};
 pub use sqlite::{SqliteStore, SqliteStoreOptions, Synchronous};
 
 /// What [`RunStore::commit_then`] calls with a commit's outcome.
@@ -147,7 +149,8 @@ impl StoreError {
     }
 }
 
-/// Persistence for runs. Implementations: SQLite now (embedded), PostgreSQL later.
+/// Persistence for runs. Implementations: SQLite (embedded), PostgreSQL (a server), and
+/// memory (tests).
 pub trait RunStore: Send + Sync + 'static {
     /// Applies a commit atomically. Resolves only once the commit is durable, so a caller
     /// may then tell a worker about it. Concurrent commits may be grouped into one

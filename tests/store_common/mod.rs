@@ -1,6 +1,9 @@
 //! Runs, events and commits for the store tests; `fresh` opens a real SQLite file in a
-//! temp dir, the rest works on any `RunStore`.
+//! temp dir, `postgres` gives a test a fresh PostgreSQL database, the rest works on any
+//! `RunStore`.
 #![allow(dead_code)]
+
+pub mod postgres;
 
 use std::path::Path;
 use std::sync::Arc;
