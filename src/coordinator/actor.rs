@@ -12,12 +12,13 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_stream::{Stream, StreamExt};
 use tracing::{debug, info, Instrument};
 
+use super::change::Change;
 use super::decided::DecidedCalls;
 use super::messages::{CloseReason, CoordinatorError, Push, WorkerInput};
 use super::outbox::{Attention, Outbox};
 use super::{Shared, RUNPLANE};
+use crate::domain::EventKind;
 use crate::domain::{Decision, Run, StallTracker, Status, ToolCallResponse};
-use crate::domain::{Event, EventKind};
 use crate::policy::CompiledProfile;
 use crate::store::StoreError;
 
@@ -85,31 +86,6 @@ pub struct Session {
     pub inbound: Option<Inbound>,
 }
 
-/// What the actor knows about one call_id.
-#[derive(Debug, Clone)]
-pub(super) struct CallState {
-    /// The tool, for the stall tracker when the result comes.
-    pub tool: String,
-    /// `ToolCallRequest::fingerprint` of the call: a repeat must match it. The call's text
-    /// (its input can be 64 KiB) is in the log, where operators read pending asks.
-    pub fingerprint: [u8; 32],
-    /// The current decision: ask while pending, else final.
-    pub decision: Decision,
-    /// Why, as sent to the worker.
-    pub reason: String,
-    /// Set while the call waits for an operator.
-    pub ask: Option<AskWait>,
-    /// Whether a result was recorded (a repeat is acknowledged, not counted).
-    pub result_recorded: bool,
-}
-
-/// A call waiting for an operator's answer.
-#[derive(Debug, Clone)]
-pub(super) struct AskWait {
-    /// When it becomes a deny; `None` when the profile lets asks wait forever.
-    pub deadline: Option<DateTime<Utc>>,
-}
-
 /// Where a running run is in its ending.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Phase {
@@ -153,12 +129,8 @@ pub(super) struct RunActor {
     pub completion_note: String,
     /// When the detached run fails with "worker lost".
     pub grace_deadline: Option<DateTime<Utc>>,
-    /// Events built by the current change, committed together.
-    pub pending_events: Vec<Arc<Event>>,
-    /// Whether the current change fed the stall tracker.
-    pub stall_changed: bool,
-    /// Pushes that belong to the current change: sent only once it is committed.
-    pub deferred: Vec<Push>,
+    /// What the current step writes, committed as one (`change.rs`).
+    pub change: Change,
     /// Set from the store's thread when a commit issued without waiting failed or the
     /// worker was cut off while its answers were released; the loop wakes on it.
     pub attention: Arc<Attention>,
@@ -218,7 +190,7 @@ impl RunActor {
             // What a handler recorded after its last commit (a worker cut off while its
             // answer was pushed) is committed before the actor waits again.
             let flow = match flow {
-                Ok(Flow::Continue) if !self.pending_events.is_empty() => {
+                Ok(Flow::Continue) if !self.change.is_empty() => {
                     self.commit().await.map(|()| Flow::Continue)
                 }
                 other => other,

@@ -3,8 +3,8 @@
 use chrono::TimeDelta;
 use tracing::{debug, warn};
 
-use super::actor::{AskWait, CallState, Phase, RunActor};
-use super::decided::Lookup;
+use super::actor::{Phase, RunActor};
+use super::decided::{AskWait, CallState, Lookup};
 use super::messages::{Push, SessionError};
 use super::restore::call_from_store;
 use super::RUNPLANE;
@@ -192,7 +192,7 @@ impl RunActor {
         call_id: &str,
     ) -> Result<(), StoreError> {
         let response = self.response(call_id, Decision::Deny, reason.clone());
-        self.deferred.push(Push::Decision(response));
+        self.change.answer_after(Push::Decision(response));
         self.end_by_limit(reason).await
     }
 
@@ -290,7 +290,7 @@ impl RunActor {
         let stalled = self
             .stall
             .record_step(&tool, result.success, &result.output);
-        self.stall_changed = true;
+        self.change.stall_fed();
         if let Some(call) = self.calls.get_mut(&call_id) {
             call.result_recorded = true;
         }
@@ -325,7 +325,7 @@ impl RunActor {
             }
             Some((status, reason)) => {
                 let ack = self.result_ack(&call_id);
-                self.deferred.push(ack);
+                self.change.answer_after(ack);
                 self.end_run(status, reason, RUNPLANE).await?;
             }
         }

@@ -5,24 +5,87 @@
 
 use std::sync::Arc;
 
+use chrono::{DateTime, Utc};
 use tracing::warn;
 
 use super::actor::RunActor;
 use super::messages::{CloseReason, Push};
 use super::outbox::CutOff;
-use crate::domain::{Event, EventKind, Run};
+use crate::domain::{Event, EventKind, Run, StallTracker};
 use crate::store::{Commit, StoreError};
+
+/// What one step writes to a run: its events, whether the stall tracker changed, and the
+/// answers that may reach the worker only once it is durable. The run itself is changed in
+/// place (`run_mut`) and taken whole when the change becomes a commit. Every commit of a
+/// run is built here, by its actor or, for a run without one yet (its creation, a run
+/// failed at restore), by the coordinator.
+#[derive(Default)]
+pub(super) struct Change {
+    /// The events recorded, in sequence order.
+    events: Vec<Arc<Event>>,
+    /// Whether the stall tracker was fed.
+    stall_changed: bool,
+    /// Pushes released once the change is committed.
+    answers: Vec<Push>,
+}
+
+impl Change {
+    /// A change holding one event.
+    pub fn of(run_id: &str, seq: u64, at: DateTime<Utc>, kind: EventKind) -> Change {
+        let mut change = Change::default();
+        change.record(run_id, seq, at, kind);
+        change
+    }
+
+    /// Adds an event: `first_seq` is the sequence number the change's first event takes.
+    pub fn record(&mut self, run_id: &str, first_seq: u64, at: DateTime<Utc>, kind: EventKind) {
+        self.events.push(Arc::new(Event {
+            run_id: run_id.to_string(),
+            seq: first_seq + self.events.len() as u64,
+            at,
+            kind,
+        }));
+    }
+
+    /// Whether nothing was recorded.
+    pub fn is_empty(&self) -> bool {
+        self.events.is_empty()
+    }
+
+    /// Marks the stall tracker as changed: the commit then carries it.
+    pub fn stall_fed(&mut self) {
+        self.stall_changed = true;
+    }
+
+    /// Adds an answer to release once the change is committed.
+    pub fn answer_after(&mut self, push: Push) {
+        self.answers.push(push);
+    }
+
+    /// The commit of `run` (at `expected_version`, `None` to create it) with this change's
+    /// events and, if it was fed, the run's `stall` tracker; the events again for the live
+    /// feed; the answers.
+    pub fn into_commit(
+        self,
+        run: Arc<Run>,
+        expected_version: Option<i64>,
+        stall: Option<&StallTracker>,
+    ) -> (Commit, Vec<Arc<Event>>, Vec<Push>) {
+        let commit = Commit {
+            run,
+            expected_version,
+            events: self.events.clone(),
+            stall: stall.filter(|_| self.stall_changed).cloned(),
+        };
+        (commit, self.events, self.answers)
+    }
+}
 
 impl RunActor {
     /// Adds an event to the change being built.
     pub(super) fn record(&mut self, kind: EventKind) {
-        let event = Event {
-            run_id: self.run.id.clone(),
-            seq: self.next_seq + self.pending_events.len() as u64,
-            at: self.shared.clock.now(),
-            kind,
-        };
-        self.pending_events.push(Arc::new(event));
+        let at = self.shared.clock.now();
+        self.change.record(&self.run.id, self.next_seq, at, kind);
     }
 
     /// The run, to change it. The store drops its reference to the last committed run
@@ -33,35 +96,30 @@ impl RunActor {
 
     /// Makes the change durable. Only after this returns may the worker hear of it.
     pub(super) async fn commit(&mut self) -> Result<(), StoreError> {
-        let (commit, events) = self.take_commit();
+        let (commit, events, answers) = self.take_commit();
         self.shared.store.commit(commit).await?;
         self.shared.publish(events);
-        for push in std::mem::take(&mut self.deferred) {
+        for push in answers {
             self.push(push);
         }
         Ok(())
     }
 
-    /// The change as a commit, with its events for watchers; from here on the actor counts
-    /// it as stored (a failed commit stops the actor).
-    pub(super) fn take_commit(&mut self) -> (Commit, Vec<Arc<Event>>) {
+    /// The change as a commit, with its events for watchers and its answers; from here on
+    /// the actor counts it as stored (a failed commit stops the actor).
+    pub(super) fn take_commit(&mut self) -> (Commit, Vec<Arc<Event>>, Vec<Push>) {
         if self.run.version == self.stored_version {
             // Every committed change bumps the version, even one that only appends events:
             // optimistic concurrency then also catches a second writer of the same log.
             let now = self.shared.clock.now();
             self.run_mut().touch(now);
         }
-        let events = std::mem::take(&mut self.pending_events);
-        let stall = std::mem::take(&mut self.stall_changed).then(|| self.stall.clone());
-        let commit = Commit {
-            run: Arc::clone(&self.run),
-            expected_version: Some(self.stored_version),
-            events: events.clone(),
-            stall,
-        };
+        let change = std::mem::take(&mut self.change);
+        let expected_version = Some(self.stored_version);
+        let built = change.into_commit(Arc::clone(&self.run), expected_version, Some(&self.stall));
         self.stored_version = self.run.version;
-        self.next_seq += events.len() as u64;
-        (commit, events)
+        self.next_seq += built.1.len() as u64;
+        built
     }
 
     /// The actor's state is ahead of the store: the worker is told, and the run comes back
@@ -84,14 +142,12 @@ impl RunActor {
     /// change would have sent reaches the worker (every later commit fails on the version
     /// too), and `attention` makes the loop stop the actor as a failed `commit` would.
     pub(super) fn commit_then_send(&mut self, answers: Vec<Push>) {
-        let (commit, events) = self.take_commit();
+        let (commit, events, mut released) = self.take_commit();
+        released.extend(answers);
         let outbox = self.session.as_ref().map(|session| {
-            let mut released = std::mem::take(&mut self.deferred);
-            released.extend(answers);
             session.outbox.begin_commit(released);
             Arc::clone(&session.outbox)
         });
-        self.deferred.clear();
         // Only the event feed: a callback holding `Shared` (and through it the store) could
         // be the store's last owner and drop it on its own writer thread.
         let feed = self.shared.events.clone();

@@ -17,8 +17,34 @@
 use std::collections::{HashMap, VecDeque};
 
 use bloomfilter::Bloom;
+use chrono::{DateTime, Utc};
 
-use super::actor::CallState;
+use crate::domain::Decision;
+
+/// What the actor knows about one call_id.
+#[derive(Debug, Clone)]
+pub(super) struct CallState {
+    /// The tool, for the stall tracker when the result comes.
+    pub tool: String,
+    /// `ToolCallRequest::fingerprint` of the call: a repeat must match it. The call's text
+    /// (its input can be 64 KiB) is in the log, where operators read pending asks.
+    pub fingerprint: [u8; 32],
+    /// The current decision: ask while pending, else final.
+    pub decision: Decision,
+    /// Why, as sent to the worker.
+    pub reason: String,
+    /// Set while the call waits for an operator.
+    pub ask: Option<AskWait>,
+    /// Whether a result was recorded (a repeat is acknowledged, not counted).
+    pub result_recorded: bool,
+}
+
+/// A call waiting for an operator's answer.
+#[derive(Debug, Clone)]
+pub(super) struct AskWait {
+    /// When it becomes a deny; `None` when the profile lets asks wait forever.
+    pub deadline: Option<DateTime<Utc>>,
+}
 
 /// Calls held whole: far more than a worker has in flight (parallel calls, unacknowledged
 /// results) when its stream breaks.
@@ -122,8 +148,6 @@ fn new_filter() -> Bloom<str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::coordinator::actor::AskWait;
-    use crate::domain::Decision;
 
     fn call(ask: bool) -> CallState {
         CallState {

@@ -3,7 +3,8 @@
 
 use tracing::info;
 
-use super::actor::{CallState, Phase, RunActor};
+use super::actor::{Phase, RunActor};
+use super::decided::CallState;
 use super::messages::{
     CloseReason, DeliveryOutcome, GateOutcome, Push, RunCompletion, SessionError,
 };

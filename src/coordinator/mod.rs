@@ -32,7 +32,7 @@ use crate::domain::query::{RunPage, RunQuery};
 use crate::domain::{Decision, Run, StallTracker, StartRequest, ToolCallResponse};
 use crate::domain::{Event, EventKind};
 use crate::policy::{CompiledProfile, ProfileRegistry, DEFAULT_PROFILE};
-use crate::store::{Commit, RunStore};
+use crate::store::RunStore;
 
 /// What a store failure is, as the coordinator reports it (`CoordinatorError::Store`).
 pub use crate::store::StoreError;
@@ -235,28 +235,18 @@ impl Coordinator {
             None
         };
         let stall = StallTracker::new(profile.profile().termination.stall_threshold);
-        let event = Arc::new(Event {
-            run_id: run.id.clone(),
-            seq: 1,
-            at: now,
-            kind: EventKind::Created(Created {
-                policy_profile: run.policy_profile.clone(),
-                task_id: run.task_id.clone(),
-                agent_id: run.agent_id.clone(),
-                project_id: run.project_id.clone(),
-                by: by.to_string(),
-            }),
+        let created = EventKind::Created(Created {
+            policy_profile: run.policy_profile.clone(),
+            task_id: run.task_id.clone(),
+            agent_id: run.agent_id.clone(),
+            project_id: run.project_id.clone(),
+            by: by.to_string(),
         });
-        self.shared
-            .store
-            .commit(Commit {
-                run: Arc::new(run.clone()),
-                expected_version: None,
-                events: vec![Arc::clone(&event)],
-                stall: Some(stall.clone()),
-            })
-            .await?;
-        self.shared.publish(vec![event]);
+        let mut change = change::Change::of(&run.id, 1, now, created);
+        change.stall_fed();
+        let (commit, events, _) = change.into_commit(Arc::new(run.clone()), None, Some(&stall));
+        self.shared.store.commit(commit).await?;
+        self.shared.publish(events);
         info!(run_id = %run.id, profile = %run.policy_profile, "run created");
         self.spawn_actor(ActorState {
             run: run.clone(),
@@ -318,9 +308,7 @@ impl Coordinator {
             phase,
             completion_note: String::new(),
             grace_deadline,
-            pending_events: Vec::new(),
-            stall_changed: false,
-            deferred: Vec::new(),
+            change: change::Change::default(),
             attention: Arc::default(),
         };
         if let Some(worker_id) = unclosed_session {

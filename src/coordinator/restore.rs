@@ -9,12 +9,13 @@ use tracing::{info, warn};
 
 use tokio::sync::mpsc;
 
-use super::actor::{AskWait, CallState, Command, Phase};
-use super::decided::DecidedCalls;
+use super::actor::{Command, Phase};
+use super::change::Change;
+use super::decided::{AskWait, CallState, DecidedCalls};
 use super::{ActorState, Coordinator, CoordinatorError, Shared};
 use crate::domain::event::{Decided, Ended};
 use crate::domain::{Decision, Event, EventKind, Run, StallTracker, Status};
-use crate::store::{Commit, RunStore, StoreError, StoredRun};
+use crate::store::{RunStore, StoreError, StoredRun};
 
 /// Whether the log ends with a delivery the worker has not reported on: the status alone
 /// cannot tell (a delivering run is still running or in its gate status).
@@ -192,26 +193,15 @@ impl Coordinator {
             return Ok(());
         }
         run.error = reason.clone();
-        let event = Arc::new(Event {
-            run_id: run.id.clone(),
-            seq,
-            at: now,
-            kind: EventKind::Ended(Ended {
-                status: Status::Failed,
-                reason,
-                by: String::new(),
-            }),
+        let ended = EventKind::Ended(Ended {
+            status: Status::Failed,
+            reason,
+            by: String::new(),
         });
-        self.shared
-            .store
-            .commit(Commit {
-                run: Arc::new(run),
-                expected_version,
-                events: vec![Arc::clone(&event)],
-                stall: None,
-            })
-            .await?;
-        self.shared.publish(vec![event]);
+        let (commit, events, _) =
+            Change::of(&run.id, seq, now, ended).into_commit(Arc::new(run), expected_version, None);
+        self.shared.store.commit(commit).await?;
+        self.shared.publish(events);
         Ok(())
     }
 }
