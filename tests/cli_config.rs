@@ -248,3 +248,29 @@ fn a_missing_file_is_an_error_naming_it() {
         "{err}"
     );
 }
+
+#[test]
+fn the_store_comes_from_the_flag_the_variable_or_the_file() {
+    let url = "postgres://runplane:pw@db:5432/runplane";
+    let postgres = StoreConfig::Postgres { url: url.into() };
+    let from_file = file(&format!("store = \"{url}\"\n"));
+    let (config, _) = resolve(flags(&[]), env(&[]), Some(from_file)).unwrap();
+    assert_eq!(config.store, postgres);
+    let (config, _) = resolve(flags(&[]), env(&[("RUNPLANE_STORE", url)]), None).unwrap();
+    assert_eq!(config.store, postgres);
+    let (config, _) = resolve(
+        flags(&["--store", "sqlite"]),
+        env(&[("RUNPLANE_STORE", url)]),
+        None,
+    )
+    .unwrap();
+    assert_eq!(config.store, StoreConfig::default());
+    // The password is never printed.
+    assert_eq!(format!("{postgres:?}"), "Postgres { url: <redacted> }");
+    let err = ConfigFile::parse("store = \"oracle\"\n", Path::new("my.toml")).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("expected sqlite or a postgres:// URL"),
+        "{err}"
+    );
+}

@@ -38,16 +38,21 @@ pub struct ServeArgs {
     /// Address to listen on [env: RUNPLANE_LISTEN] [default: 127.0.0.1:50051]
     #[arg(long, value_name = "ADDR")]
     pub listen: Option<SocketAddr>,
-    /// Directory of the SQLite database, created if missing [env: RUNPLANE_DATA_DIR]
-    /// [default: ./runplane-data]
+    /// Directory of the server's files (the admin token, and the SQLite database), created
+    /// if missing [env: RUNPLANE_DATA_DIR] [default: ./runplane-data]
     #[arg(long, value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
+    /// Where runs are stored: `sqlite` (the embedded database in the data directory) or a
+    /// PostgreSQL URL (`postgres://user:password@host:port/database`) that several servers
+    /// may share [env: RUNPLANE_STORE] [default: sqlite]
+    #[arg(long, value_name = "sqlite|postgres://…", value_parser = parse_store)]
+    pub store: Option<StoreKind>,
     /// Directory of custom policy profiles (.toml, .yaml); without it only the presets
     /// exist [env: RUNPLANE_POLICY_DIR]
     #[arg(long, value_name = "DIR")]
     pub policy_dir: Option<PathBuf>,
     /// TOML file with any of these settings in snake_case (listen, data_dir, policy_dir,
-    /// reattach_grace_seconds, synchronous, max_message_bytes, shutdown_timeout_seconds,
+    /// store, reattach_grace_seconds, synchronous, max_message_bytes, shutdown_timeout_seconds,
     /// log_format); relative paths in it are relative to the file [env: RUNPLANE_CONFIG]
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
@@ -113,6 +118,9 @@ pub struct ConfigFile {
     pub policy_dir: Option<PathBuf>,
     /// See `--reattach-grace`.
     pub reattach_grace_seconds: Option<u64>,
+    /// See `--store`.
+    #[serde(default, deserialize_with = "store_from_file")]
+    pub store: Option<StoreKind>,
     /// See `--synchronous`.
     pub synchronous: Option<Synchronous>,
     /// See `--max-message-bytes`.
@@ -180,6 +188,9 @@ pub enum ConfigError {
     /// The TLS settings are incomplete.
     #[error("{0}")]
     Tls(String),
+    /// Two settings that cannot go together.
+    #[error("{0}")]
+    Conflict(String),
     /// An environment variable holds a value its setting cannot take.
     #[error("{var}: invalid value {value:?}: {problem}")]
     Env {
@@ -233,9 +244,20 @@ pub fn resolve(
         parse_synchronous,
         file.synchronous,
     )?;
-    if let Some(synchronous) = synchronous {
-        config.store = StoreConfig::Sqlite { synchronous };
-    }
+    let store = pick(args.store, &env, "RUNPLANE_STORE", parse_store, file.store)?;
+    config.store = match (store, synchronous) {
+        (None | Some(StoreKind::Sqlite), synchronous) => StoreConfig::Sqlite {
+            synchronous: synchronous.unwrap_or_default(),
+        },
+        (Some(StoreKind::Postgres(url)), None) => StoreConfig::Postgres { url },
+        (Some(StoreKind::Postgres(_)), Some(_)) => {
+            return Err(ConfigError::Conflict(
+                "synchronous sets the SQLite store's durability; on PostgreSQL it is the \
+                 database's synchronous_commit"
+                    .into(),
+            ))
+        }
+    };
     let max_message = pick(
         args.max_message_bytes,
         &env,
@@ -363,6 +385,45 @@ where
 }
 
 /// Parses `normal` or `full`, the names the config file uses too.
+/// Which store `--store` names. Its `Debug` leaves out a PostgreSQL URL's password.
+#[derive(Clone, PartialEq, Eq)]
+pub enum StoreKind {
+    /// The embedded SQLite database in the data directory.
+    Sqlite,
+    /// A PostgreSQL database, by connection URL.
+    Postgres(String),
+}
+
+impl std::fmt::Debug for StoreKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StoreKind::Sqlite => f.write_str("Sqlite"),
+            StoreKind::Postgres(_) => f.write_str("Postgres(<redacted>)"),
+        }
+    }
+}
+
+/// `sqlite`, or a `postgres://`/`postgresql://` URL.
+fn parse_store(value: &str) -> Result<StoreKind, String> {
+    if value == "sqlite" {
+        Ok(StoreKind::Sqlite)
+    } else if value.starts_with("postgres://") || value.starts_with("postgresql://") {
+        Ok(StoreKind::Postgres(value.to_string()))
+    } else {
+        Err("expected sqlite or a postgres:// URL".into())
+    }
+}
+
+/// `store = "…"` in the config file, read as `--store` reads it.
+fn store_from_file<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<StoreKind>, D::Error> {
+    let value = Option::<String>::deserialize(deserializer)?;
+    value
+        .map(|value| parse_store(&value).map_err(serde::de::Error::custom))
+        .transpose()
+}
+
 fn parse_synchronous(value: &str) -> Result<Synchronous, String> {
     match value {
         "normal" => Ok(Synchronous::Normal),

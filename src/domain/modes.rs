@@ -47,8 +47,8 @@ impl FromStr for ExecMode {
     }
 }
 
-/// How a completed run's changes are handed over. "No delivery" is `Option::None`, which the
-/// seed writes as an empty string and omits from JSON.
+/// How a completed run's changes are handed over. "No delivery" is `Option::None`: stored
+/// as an empty string, and left out of JSON.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum DeliverMode {
     /// A patch file.

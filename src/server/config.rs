@@ -51,13 +51,32 @@ pub struct ServeConfig {
 
 /// The store `serve` runs on. Each store's settings live in its own variant, so a setting
 /// of one store is never read by another.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub enum StoreConfig {
     /// The embedded SQLite database `runplane.db` in the data directory.
     Sqlite {
         /// Disk durability of each group commit.
         synchronous: Synchronous,
     },
+    /// A PostgreSQL database several servers may share.
+    Postgres {
+        /// Its connection string (`postgres://user:password@host:port/database`); may
+        /// hold a password, so it is never printed.
+        url: String,
+    },
+}
+
+/// Without the connection string: it may hold a password.
+impl std::fmt::Debug for StoreConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StoreConfig::Sqlite { synchronous } => f
+                .debug_struct("Sqlite")
+                .field("synchronous", synchronous)
+                .finish(),
+            StoreConfig::Postgres { .. } => f.write_str("Postgres { url: <redacted> }"),
+        }
+    }
 }
 
 impl Default for StoreConfig {

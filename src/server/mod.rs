@@ -28,7 +28,9 @@ use crate::coordinator::{Coordinator, CoordinatorConfig};
 use crate::grpc::access::AccessLayer;
 use crate::grpc::{pb, AccessApi, PolicyApi, RunApi, WorkerApi};
 use crate::policy::ProfileRegistry;
-use crate::store::{RunStore, SqliteStore, SqliteStoreOptions};
+use crate::store::{
+    PostgresStore, PostgresStoreOptions, RunStore, SqliteStore, SqliteStoreOptions,
+};
 
 /// The database file inside the data directory.
 pub const DATABASE_FILE: &str = "runplane.db";
@@ -95,7 +97,7 @@ pub async fn bind(config: ServeConfig) -> Result<BoundServer, ServeError> {
     create_data_dir(&config)?;
     // Policies first: a bad policy file fails before the database is opened or migrated.
     let profiles = load_profiles(&config)?;
-    let store = open_store(&config)?;
+    let store = open_store(&config).await?;
     let auth = Arc::new(Authenticator::new(Arc::clone(&store), config.auth));
     // Before the address is bound: a client that can connect finds the token file there.
     bootstrap_admin(&auth, &config).await?;
@@ -130,14 +132,18 @@ fn load_profiles(config: &ServeConfig) -> Result<Arc<ProfileRegistry>, ServeErro
     )?))
 }
 
-/// The store `serve` runs on: the SQLite database in the data directory. Any other store
-/// comes in through [`bind_with_store`].
-fn open_store(config: &ServeConfig) -> Result<Arc<dyn RunStore>, ServeError> {
+/// The store `serve` runs on: the SQLite database in the data directory, or PostgreSQL.
+/// Any other store comes in through [`bind_with_store`].
+async fn open_store(config: &ServeConfig) -> Result<Arc<dyn RunStore>, ServeError> {
     match &config.store {
         StoreConfig::Sqlite { synchronous } => {
             let mut options = SqliteStoreOptions::new(config.data_dir.join(DATABASE_FILE));
             options.synchronous = *synchronous;
             Ok(Arc::new(SqliteStore::open(options)?))
+        }
+        StoreConfig::Postgres { url } => {
+            let options = PostgresStoreOptions::new(url.clone());
+            Ok(Arc::new(PostgresStore::open(options).await?))
         }
     }
 }
