@@ -1,7 +1,8 @@
 //! Ownership of a run: the process that runs a run's actor owns it, and when the store
 //! says another process has taken the run over (a fenced commit), this one lets go at once:
 //! the answer that commit carried never reaches the worker, the worker is told to
-//! re-attach (UNAVAILABLE), and the run is not restored here behind the new owner's back.
+//! re-attach (UNAVAILABLE), and the run is not restored here behind the new owner's back:
+//! an operator's command is refused; a worker attaching here takes the run back.
 
 mod common;
 
@@ -58,20 +59,26 @@ async fn a_fenced_run_is_let_go_and_its_answer_never_sent() {
     );
     assert!(coordinator.owned_runs().is_empty());
 
-    // While the other process holds it, attaching here is refused as retryable.
-    let refused = Worker::try_attach(&server, &run_id, "worker-2")
+    // While the other process holds it, an operator's command here is refused as
+    // retryable: this process does not take a run over for an operator.
+    let refused = server
+        .runs()
         .await
-        .err()
-        .unwrap();
+        .cancel_run(pb::CancelRunRequest {
+            run_id: run_id.clone(),
+            reason: "stop".into(),
+        })
+        .await
+        .unwrap_err();
     assert_eq!(
         refused.code(),
         tonic::Code::Unavailable,
         "{}",
         refused.message()
     );
+    assert!(coordinator.owned_runs().is_empty());
 
-    // The run comes back (its lease returned): the worker re-attaches and repeats its call.
-    store.unfence(&run_id);
+    // A worker that attaches here takes the run over, and repeats its unanswered call.
     let (mut worker, _) = Worker::attach(&server, &run_id).await;
     let second = worker.call("c2", "Read", "", "src/main.rs").await;
     assert_eq!(decision(&second), pb::Decision::Allow);

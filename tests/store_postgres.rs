@@ -376,3 +376,75 @@ async fn throughput_with_interleaved_runs() {
         200_000.0 / elapsed
     );
 }
+
+/// Whether an outcome is `Fenced` for `run-1`.
+fn fenced(outcome: Result<(), StoreError>) -> bool {
+    matches!(outcome, Err(StoreError::Fenced { run_id }) if run_id == "run-1")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_store_that_lost_its_lease_writes_nothing_more() {
+    let database = database!();
+    let one = database.open().await;
+    let two = database.open().await;
+    let mut run = new_run("run-1", "task", "proj", "agent", at(0));
+    one.commit(create(&run, vec![])).await.unwrap();
+    one.claim("run-1", false).await.unwrap();
+    one.commit(change(&mut run, vec![event("run-1", 1, "one")], None))
+        .await
+        .unwrap();
+
+    // Held and renewed by the first store: the second cannot claim it, nor write.
+    assert!(fenced(two.claim("run-1", false).await));
+    let mut stale = run.clone();
+    assert!(fenced(
+        two.commit(change(&mut stale, vec![event("run-1", 2, "two")], None))
+            .await
+    ));
+
+    // A takeover (a worker attached to the second): from then on only it writes.
+    two.claim("run-1", true).await.unwrap();
+    let mut lost = run.clone();
+    assert!(fenced(
+        one.commit(change(&mut lost, vec![event("run-1", 2, "one")], None))
+            .await
+    ));
+    assert!(fenced(one.claim("run-1", false).await));
+    two.commit(change(&mut run, vec![event("run-1", 2, "two")], None))
+        .await
+        .unwrap();
+    assert_eq!(seqs(&two, "run-1").await, [1, 2]);
+
+    // Released, the run can be claimed at once; the releasing store then writes nothing.
+    two.release("run-1").await.unwrap();
+    one.claim("run-1", false).await.unwrap();
+    one.commit(change(&mut run, vec![event("run-1", 3, "one")], None))
+        .await
+        .unwrap();
+    let mut after = run.clone();
+    assert!(fenced(
+        two.commit(change(&mut after, vec![event("run-1", 4, "two")], None))
+            .await
+    ));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_lease_lapses_once_its_store_is_gone() {
+    let database = database!();
+    let short = PostgresStoreOptions {
+        lease_ttl: std::time::Duration::from_secs(1),
+        ..database.options()
+    };
+    let one = PostgresStore::open(short.clone()).await.unwrap();
+    let two = PostgresStore::open(short).await.unwrap();
+    let run = new_run("run-1", "task", "proj", "agent", at(0));
+    one.commit(create(&run, vec![])).await.unwrap();
+    one.claim("run-1", false).await.unwrap();
+    // Renewed while the first store lives: still held after two lease times.
+    tokio::time::sleep(std::time::Duration::from_millis(2_100)).await;
+    assert!(fenced(two.claim("run-1", false).await));
+    // Gone (closed, as a killed process): the lease lapses and the run can be claimed.
+    one.close().await;
+    tokio::time::sleep(std::time::Duration::from_millis(1_300)).await;
+    two.claim("run-1", false).await.unwrap();
+}

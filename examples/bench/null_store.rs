@@ -37,6 +37,14 @@ impl RunStore for NullStore {
         Box::pin(ready(Ok(Vec::new())))
     }
 
+    fn claim(&self, _run_id: &str, _takeover: bool) -> StoreFuture<()> {
+        Box::pin(ready(Ok(())))
+    }
+
+    fn release(&self, _run_id: &str) -> StoreFuture<()> {
+        Box::pin(ready(Ok(())))
+    }
+
     fn pending_asks(&self, _run_id: Option<&str>) -> StoreFuture<Vec<Event>> {
         Box::pin(ready(Ok(Vec::new())))
     }

@@ -150,6 +150,16 @@ impl Shared {
             .is_some_and(|e| e.generation == generation)
         {
             actors.remove(run_id);
+            drop(actors);
+            // Another process may take the run at once instead of waiting for the lease
+            // to lapse. Off the actor: it is stopping, and nothing waits for this.
+            let release = self.store.release(run_id);
+            let run_id = run_id.to_string();
+            tokio::spawn(async move {
+                if let Err(error) = release.await {
+                    warn!(%run_id, %error, "releasing the run failed; its lease will lapse");
+                }
+            });
         }
     }
 
@@ -196,9 +206,19 @@ impl Coordinator {
             }),
         };
         let live = coordinator.shared.store.live_runs().await?;
-        let count = live.len();
+        let mut count = 0;
         for stored in live {
+            // A run another process owns (sharing a network store) stays with it.
+            match coordinator.shared.store.claim(&stored.run.id, false).await {
+                Ok(()) => {}
+                Err(StoreError::Fenced { run_id }) => {
+                    info!(%run_id, "live run owned by another process; not restored");
+                    continue;
+                }
+                Err(error) => return Err(error),
+            }
             coordinator.restore(stored).await?;
+            count += 1;
         }
         info!(runs = count, "restored live runs");
         Ok(coordinator)
@@ -246,6 +266,7 @@ impl Coordinator {
         change.stall_fed();
         let (commit, events, _) = change.into_commit(Arc::new(run.clone()), None, Some(&stall));
         self.shared.store.commit(commit).await?;
+        self.shared.store.claim(&run.id, false).await?;
         self.shared.publish(events);
         info!(run_id = %run.id, profile = %run.policy_profile, "run created");
         self.spawn_actor(ActorState {
@@ -321,14 +342,32 @@ impl Coordinator {
         tx
     }
 
-    /// The actor of a live run, restoring it from the store if it stopped (after a store
-    /// failure, say). Unknown → NOT_FOUND; over → FAILED_PRECONDITION.
-    async fn live_actor(&self, run_id: &str) -> Result<mpsc::Sender<Command>, CoordinatorError> {
+    /// The actor of a live run, restoring it from the store if it has none here (its actor
+    /// stopped after a store failure, or another process owned it). Restoring claims the
+    /// run first (`takeover`: from another process too, for a worker that attached here),
+    /// so what is read back includes the previous owner's last write. Unknown → NOT_FOUND;
+    /// over → FAILED_PRECONDITION; owned elsewhere without `takeover` → UNAVAILABLE.
+    async fn live_actor(
+        &self,
+        run_id: &str,
+        takeover: bool,
+    ) -> Result<mpsc::Sender<Command>, CoordinatorError> {
         if self.shared.closing.load(Ordering::Acquire) {
             return Err(CoordinatorError::Unavailable);
         }
         if let Some(tx) = self.shared.actor(run_id) {
             return Ok(tx);
+        }
+        if let Err(refused) = self.shared.store.claim(run_id, takeover).await {
+            // An unknown or finished run says so rather than who owns it.
+            let run = self.get_run(run_id).await?;
+            if run.status.is_terminal() {
+                return Err(CoordinatorError::FailedPrecondition(format!(
+                    "run {run_id} is {}",
+                    run.status
+                )));
+            }
+            return Err(refused.into());
         }
         let Some(stored) = self.shared.store.live_run(run_id).await? else {
             let run = self.get_run(run_id).await?;
@@ -471,9 +510,11 @@ impl Coordinator {
     ) -> Result<T, CoordinatorError> {
         let (reply, answer) = oneshot::channel();
         let mut command = command(reply);
+        // A worker attaching here takes its run over from whichever process held it.
+        let takeover = matches!(command, Command::Attach { .. });
         let mut retried = false;
         loop {
-            let actor = self.live_actor(run_id).await?;
+            let actor = self.live_actor(run_id, takeover).await?;
             match actor.send(command).await {
                 Ok(()) => break,
                 // The refused command comes back whole (with our reply channel and, for

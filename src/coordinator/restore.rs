@@ -131,12 +131,13 @@ pub(super) fn restore_later(shared: Arc<Shared>, run_id: String) {
         let mut wait = RESTORE_BACKOFF;
         loop {
             tokio::time::sleep(wait).await;
-            match coordinator.live_actor(&run_id).await {
+            match coordinator.live_actor(&run_id, false).await {
                 Ok(_) => return info!(%run_id, "run restored after a store failure"),
                 Err(
                     CoordinatorError::Unavailable
                     | CoordinatorError::NotFound(_)
-                    | CoordinatorError::FailedPrecondition(_),
+                    | CoordinatorError::FailedPrecondition(_)
+                    | CoordinatorError::Store(StoreError::Fenced { .. }),
                 ) => return,
                 Err(err) => warn!(%run_id, error = %err, "restoring the run failed; retrying"),
             }

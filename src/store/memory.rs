@@ -87,14 +87,9 @@ impl MemoryStore {
 
     /// From now on every commit of `run_id` fails with `Fenced`, as a network store's do
     /// once another process has taken the run's lease: how tests show what a replica does
-    /// when it loses a run.
+    /// when it loses a run. A claim with `takeover` takes it back.
     pub fn fence(&self, run_id: &str) {
         self.lock().fenced.insert(run_id.to_string());
-    }
-
-    /// Commits of `run_id` succeed again (the lease came back).
-    pub fn unfence(&self, run_id: &str) {
-        self.lock().fenced.remove(run_id);
     }
 
     /// Checks and applies a commit; drops it (and so its run) before answering.
@@ -316,6 +311,25 @@ impl RunStore for MemoryStore {
                 .collect()
         });
         ready(Ok(events))
+    }
+
+    /// Granted unless the run is fenced (see [`MemoryStore::fence`]); a takeover lifts
+    /// the fence, as a claim takes a lease from another process.
+    fn claim(&self, run_id: &str, takeover: bool) -> StoreFuture<()> {
+        let mut state = self.lock();
+        if takeover {
+            state.fenced.remove(run_id);
+        }
+        ready(match state.fenced.contains(run_id) {
+            true => Err(StoreError::Fenced {
+                run_id: run_id.to_string(),
+            }),
+            false => Ok(()),
+        })
+    }
+
+    fn release(&self, _run_id: &str) -> StoreFuture<()> {
+        ready(Ok(()))
     }
 
     /// Replays the logs: this store is for tests and the bench, where they are short.

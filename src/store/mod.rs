@@ -164,6 +164,17 @@ pub trait RunStore: Send + Sync + 'static {
     /// run on the store's own thread, so it must be quick and must not block.
     fn commit_then(&self, commit: Commit, done: CommitDone);
 
+    /// Makes this process the run's owner: from then on only its commits of the run are
+    /// accepted, until it releases the run or another process claims it (then this one's
+    /// commits fail with `Fenced`). Granted when no other process holds the run (or its hold
+    /// lapsed), or with `takeover` (a worker attached here). A store that only one process
+    /// opens grants every claim.
+    fn claim(&self, run_id: &str, takeover: bool) -> StoreFuture<()>;
+
+    /// Gives up this process's ownership of a run (its actor stopped), so another process
+    /// may claim it at once. Nothing happens if this process does not hold it.
+    fn release(&self, run_id: &str) -> StoreFuture<()>;
+
     /// One run by id.
     fn get_run(&self, run_id: &str) -> StoreFuture<Option<Run>>;
 

@@ -8,12 +8,13 @@
 //! has the schema and the reasons.
 
 mod credentials;
+mod lease;
 mod read;
 mod schema;
 mod write;
 
 use std::fmt;
-use std::sync::{Mutex, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -25,6 +26,7 @@ use super::{
     Commit, CommitDone, Event, RunPage, RunQuery, RunStore, StoreError, StoreFuture, StoredRun,
 };
 use crate::domain::{Credential, Run};
+use lease::Leases;
 use write::{Job, Reply};
 
 /// Where the database is and how the store uses it.
@@ -41,6 +43,9 @@ pub struct PostgresStoreOptions {
     /// How long opening a connection may take before the operation fails as
     /// `Unavailable`; also how long a read waits for a pooled connection.
     pub connect_timeout: Duration,
+    /// How long a run's lease lasts unless its owner renews it (a third of it apart): how
+    /// long a run whose process died waits before another may claim it.
+    pub lease_ttl: Duration,
 }
 
 impl PostgresStoreOptions {
@@ -52,6 +57,7 @@ impl PostgresStoreOptions {
             pool_size: 8,
             max_batch: 1024,
             connect_timeout: Duration::from_secs(5),
+            lease_ttl: Duration::from_secs(15),
         }
     }
 }
@@ -64,6 +70,7 @@ impl fmt::Debug for PostgresStoreOptions {
             .field("pool_size", &self.pool_size)
             .field("max_batch", &self.max_batch)
             .field("connect_timeout", &self.connect_timeout)
+            .field("lease_ttl", &self.lease_ttl)
             .finish()
     }
 }
@@ -78,6 +85,8 @@ pub struct PostgresStore {
     reads: Pool,
     /// The writer task, awaited by `close`.
     writer: Mutex<Option<JoinHandle<()>>>,
+    /// The runs this process owns.
+    leases: Arc<Leases>,
 }
 
 impl PostgresStore {
@@ -119,10 +128,16 @@ impl PostgresStore {
 
         let (jobs, queue) = mpsc::unbounded_channel();
         let writer = tokio::spawn(write::run(writes, queue, options.max_batch.max(1)));
+        let leases = Arc::new(Leases::new(options.lease_ttl.max(Duration::from_secs(1))));
+        tokio::spawn(lease::renew_until_closed(
+            reads.clone(),
+            Arc::clone(&leases),
+        ));
         Ok(PostgresStore {
             jobs: RwLock::new(Some(jobs)),
             reads,
             writer: Mutex::new(Some(writer)),
+            leases,
         })
     }
 
@@ -150,7 +165,7 @@ impl PostgresStore {
     /// Encodes a commit and queues it for the writer; a refused commit or a closed store is
     /// answered at once.
     fn queue_commit(&self, commit: Commit, reply: Reply) {
-        let encoded = match write::encode(commit) {
+        let encoded = match write::encode(commit, &self.leases) {
             Ok(encoded) => encoded,
             Err(error) => return reply.send(Err(error)),
         };
@@ -208,6 +223,18 @@ impl RunStore for PostgresStore {
     /// with every other commit's reply.
     fn commit_then(&self, commit: Commit, done: CommitDone) {
         self.queue_commit(commit, Reply::then(done));
+    }
+
+    fn claim(&self, run_id: &str, takeover: bool) -> StoreFuture<()> {
+        let (run_id, leases) = (run_id.to_string(), Arc::clone(&self.leases));
+        self.with_client(
+            move |client| async move { leases.claim(&client, &run_id, takeover).await },
+        )
+    }
+
+    fn release(&self, run_id: &str) -> StoreFuture<()> {
+        let (run_id, leases) = (run_id.to_string(), Arc::clone(&self.leases));
+        self.with_client(move |client| async move { leases.release(&client, &run_id).await })
     }
 
     fn get_run(&self, run_id: &str) -> StoreFuture<Option<Run>> {

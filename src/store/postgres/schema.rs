@@ -66,6 +66,17 @@ const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX pending_asks_at ON pending_asks (at);
 
+    -- Which process owns a live run: only the owner's commits of it are accepted. `epoch`
+    -- rises with every claim, so a process that lost the run (and even one that claimed it
+    -- back since) cannot write with what it held before. A lease lapses at `expires_at`
+    -- unless its owner renews it.
+    CREATE TABLE run_leases (
+        run_no     bigint PRIMARY KEY,
+        owner      text NOT NULL,
+        epoch      bigint NOT NULL,
+        expires_at timestamptz NOT NULL
+    );
+
     -- Only a token's SHA-256 is stored, never the token. Names are unique among tokens that
     -- are not revoked. Times are RFC 3339 text, as in SQLite: they keep nanoseconds.
     CREATE TABLE credentials (
@@ -92,12 +103,15 @@ const MIGRATIONS: &[&str] = &[
         p_task_id text, p_agent_id text, p_project_id text, p_team_id text,
         p_status text, p_created_at timestamptz, p_run_json text, p_stall_json text,
         p_seqs bigint[], p_kinds text[], p_ats timestamptz[], p_attributes text[],
+        p_owner text, p_epoch bigint,
         OUT outcome text, OUT stored_version bigint, OUT last bigint, OUT detail text)
     LANGUAGE plpgsql AS $fn$
     DECLARE
         v_run_no  bigint;
         v_version bigint;
         v_last    bigint;
+        v_owner   text;
+        v_epoch   bigint;
         v_count   int := coalesce(array_length(p_seqs, 1), 0);
     BEGIN
         IF p_expected IS NULL THEN
@@ -119,6 +133,13 @@ const MIGRATIONS: &[&str] = &[
                 FROM runs WHERE id = p_id FOR UPDATE;
             IF NOT FOUND THEN
                 outcome := 'not_found'; RETURN;
+            END IF;
+            -- FOR SHARE: a claim waits until this transaction is over, so the new owner
+            -- reads the run after this write, never before it.
+            SELECT owner, epoch INTO v_owner, v_epoch
+                FROM run_leases WHERE run_no = v_run_no FOR SHARE;
+            IF FOUND AND (p_owner IS DISTINCT FROM v_owner OR p_epoch IS DISTINCT FROM v_epoch) THEN
+                outcome := 'fenced'; RETURN;
             END IF;
             IF v_version <> p_expected THEN
                 outcome := 'conflict'; stored_version := v_version; RETURN;

@@ -24,12 +24,13 @@ use futures_util::future::join_all;
 use tokio::sync::{mpsc, oneshot};
 use tokio_postgres::Row;
 
+use super::lease::Leases;
 use super::{pg_error, pool_error};
 use crate::store::{Commit, CommitDone, StoreError};
 
 /// The call each commit makes; its parameters are `EncodedCommit::params`'s.
 const COMMIT_SQL: &str = "SELECT outcome, stored_version, last, detail FROM runplane_commit(
-    $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)";
+    $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)";
 
 /// Where a commit's outcome goes. Dropped unanswered (the writer stopped first), it
 /// answers `Closed`: a waiter sees its channel close, a callback is called with it.
@@ -97,10 +98,14 @@ pub(super) struct EncodedCommit {
     kinds: Vec<&'static str>,
     ats: Vec<DateTime<Utc>>,
     attributes: Vec<String>,
+    /// This process's owner id, and the epoch of its lease on the run (`None`: it holds
+    /// none, and a run another process holds refuses the commit).
+    owner: String,
+    epoch: Option<i64>,
 }
 
 impl EncodedCommit {
-    fn params(&self) -> [&(dyn tokio_postgres::types::ToSql + Sync); 15] {
+    fn params(&self) -> [&(dyn tokio_postgres::types::ToSql + Sync); 17] {
         [
             &self.run_id,
             &self.expected,
@@ -117,6 +122,8 @@ impl EncodedCommit {
             &self.kinds,
             &self.ats,
             &self.attributes,
+            &self.owner,
+            &self.epoch,
         ]
     }
 
@@ -149,6 +156,9 @@ impl EncodedCommit {
             "not_found" => Err(StoreError::NotFound {
                 run_id: self.run_id.clone(),
             }),
+            "fenced" => Err(StoreError::Fenced {
+                run_id: self.run_id.clone(),
+            }),
             "no_raise" => Err(StoreError::invalid(
                 &self.run_id,
                 format!(
@@ -174,7 +184,7 @@ impl EncodedCommit {
 
 /// Validates and encodes a commit, with the refusals and messages of SQLite's encoder;
 /// drops the commit (and so its run and events) before returning.
-pub(super) fn encode(commit: Commit) -> Result<EncodedCommit, StoreError> {
+pub(super) fn encode(commit: Commit, leases: &Leases) -> Result<EncodedCommit, StoreError> {
     let Commit {
         run,
         expected_version,
@@ -247,6 +257,8 @@ pub(super) fn encode(commit: Commit) -> Result<EncodedCommit, StoreError> {
         kinds,
         ats,
         attributes,
+        owner: leases.owner().to_string(),
+        epoch: leases.epoch(&run.id),
     })
 }
 
