@@ -90,7 +90,7 @@ where
 }
 
 /// The response to a `GET` (or, without its body, a `HEAD`) of `path`.
-pub fn page(path: &str, head: bool) -> Response<Body> {
+fn page(path: &str, head: bool) -> Response<Body> {
     let (status, content_type, text) = match ASSETS.iter().find(|a| a.path == path) {
         Some(asset) => (StatusCode::OK, asset.content_type, asset.body),
         None => (

@@ -341,9 +341,10 @@ fn routes(
 /// gRPC-Web turned into gRPC, the credential check.
 type Layers = Stack<AccessLayer, Stack<GrpcWebLayer, Stack<ConsoleLayer, Identity>>>;
 
-/// The transport every service is served through: TLS when configured, every request's
-/// credential checked first, HTTP/2 keepalive pings, Nagle's algorithm off. HTTP/1.1 is
-/// accepted too, for browsers: the console's page and its gRPC-Web calls (docs/CONSOLE.md).
+/// The transport every service is served through: TLS when configured, every call's
+/// credential checked before any service runs, HTTP/2 keepalive pings, Nagle's algorithm
+/// off. HTTP/1.1 is accepted too, for browsers: the console's page and its gRPC-Web calls
+/// (docs/CONSOLE.md).
 fn transport(config: &ServeConfig, auth: Arc<Authenticator>) -> Result<Server<Layers>, ServeError> {
     let mut builder = Server::builder();
     if let Some(files) = &config.tls {
