@@ -47,6 +47,8 @@ ask_timeout_seconds = 600
 /// Markup an agent might send, hoping the console renders it.
 const IMG_ATTACK: &str = "<img src=x onerror=alert(1)>";
 const SCRIPT_ATTACK: &str = r#""><script>alert(1)</script>"#;
+/// A path that a right-to-left override would show as `.envtxt.sh` read backwards.
+const BIDI_PATH: &str = ".env\u{202e}hs.txt";
 
 /// `runplane serve` on a free port; killed on drop.
 struct Server {
@@ -249,7 +251,7 @@ fn console_in_a_real_browser() {
     let mut worker = rt.block_on(start_worker(server.addr, admin));
     rt.block_on(worker.ask("c-img", "Bash", IMG_ATTACK, ""));
     rt.block_on(worker.ask("c-script", "Write", "", SCRIPT_ATTACK));
-    rt.block_on(worker.ask("c-env", "Edit", "", ".env"));
+    rt.block_on(worker.ask("c-env", "Edit", "", BIDI_PATH));
     for _ in 0..3 {
         let first = rt.block_on(worker.response());
         assert_eq!(first.decision, pb::Decision::Ask as i32, "{first:?}");
@@ -269,6 +271,9 @@ fn console_in_a_real_browser() {
     assert_eq!(browser.text(&command[0]), IMG_ATTACK);
     let path = browser.find_all("li.ask[data-call=c-script] code.path");
     assert_eq!(browser.text(&path[0]), SCRIPT_ATTACK);
+    // A right-to-left override is shown as its escape, not obeyed.
+    let path = browser.find_all("li.ask[data-call=c-env] code.path");
+    assert_eq!(browser.text(&path[0]), r".env\u{202e}hs.txt");
     assert_inert(&browser);
     browser.screenshot(&shots.join("asks.png"));
     if let Ok(target) = std::env::var("RUNPLANE_CONSOLE_SCREENSHOT") {

@@ -24,11 +24,27 @@ export function h<K extends keyof HTMLElementTagNameMap>(
   return element;
 }
 
-/** Appends children; strings become text nodes. */
+/** Control characters other than newline and tab, and the invisible format characters
+ * (bidi embeddings, overrides, isolates and marks, zero-width characters, the BOM, soft
+ * hyphen, tag characters, line and paragraph separators). */
+const HIDDEN = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff\ufff9-\ufffb\u{e0000}-\u{e007f}]/gu;
+
+/** `text` with every HIDDEN character shown as its escape (`\x1b`, `\u{202e}`), as the CLI
+ * shows them (src/cli/escape.rs): a right-to-left override or a carriage return would
+ * otherwise make a command look like another one, and the operator approves what they see. */
+export function visible(text: string): string {
+  return text.replace(HIDDEN, (c) => {
+    const code = c.codePointAt(0) ?? 0;
+    if (code === 0x0d) return "\\r";
+    return code < 0x100 ? `\\x${code.toString(16).padStart(2, "0")}` : `\\u{${code.toString(16)}}`;
+  });
+}
+
+/** Appends children; strings become text nodes, with hidden characters made visible. */
 export function append(parent: Node, ...children: Child[]): void {
   for (const child of children) {
     if (child === null || child === undefined || child === false) continue;
-    parent.appendChild(typeof child === "string" ? document.createTextNode(child) : child);
+    parent.appendChild(typeof child === "string" ? document.createTextNode(visible(child)) : child);
   }
 }
 
