@@ -1,6 +1,8 @@
-//! Assembles and runs the gRPC server: store, coordinator, services, reflection, health.
+//! Assembles and runs the gRPC server: store, coordinator, services, reflection, health,
+//! and the operator console (its files, and gRPC-Web for its calls) on the same address.
 
 mod config;
+mod console;
 mod tls;
 
 pub use config::{
@@ -20,9 +22,11 @@ use tonic::service::Routes;
 use tonic::transport::server::TcpIncoming;
 use tonic::transport::Server;
 use tonic_health::server::HealthReporter;
+use tonic_web::GrpcWebLayer;
 use tower::layer::util::{Identity, Stack};
 use tracing::{info, warn};
 
+use self::console::ConsoleLayer;
 use crate::auth::{ensure_admin_token, AuthMode, Authenticator, BootstrapError};
 use crate::coordinator::{Coordinator, CoordinatorConfig};
 use crate::grpc::access::AccessLayer;
@@ -343,17 +347,23 @@ fn routes(
         .add_service(access_api))
 }
 
-/// The transport every service is served through: TLS when configured, every request's
-/// credential checked first, HTTP/2 keepalive pings, Nagle's algorithm off.
-fn transport(
-    config: &ServeConfig,
-    auth: Arc<Authenticator>,
-) -> Result<Server<Stack<AccessLayer, Identity>>, ServeError> {
+/// The layers in front of the services, outermost first: the console's files (every `GET`),
+/// gRPC-Web turned into gRPC, the credential check.
+type Layers = Stack<AccessLayer, Stack<GrpcWebLayer, Stack<ConsoleLayer, Identity>>>;
+
+/// The transport every service is served through: TLS when configured, every call's
+/// credential checked before any service runs, HTTP/2 keepalive pings, Nagle's algorithm
+/// off. HTTP/1.1 is accepted too, for browsers: the console's page and its gRPC-Web calls
+/// (docs/CONSOLE.md).
+fn transport(config: &ServeConfig, auth: Arc<Authenticator>) -> Result<Server<Layers>, ServeError> {
     let mut builder = Server::builder();
     if let Some(files) = &config.tls {
         builder = builder.tls_config(tls::server_config(files)?)?;
     }
     Ok(builder
+        .accept_http1(true)
+        .layer(ConsoleLayer)
+        .layer(GrpcWebLayer::new())
         .layer(AccessLayer::new(auth))
         .http2_keepalive_interval(Some(KEEPALIVE_INTERVAL))
         .http2_keepalive_timeout(Some(KEEPALIVE_TIMEOUT))

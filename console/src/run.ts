@@ -1,0 +1,154 @@
+// #/runs/{id}: the run's fields, steps, cost and time against its profile's limits, and its
+// event timeline, live: WatchRun (a server stream over gRPC-Web) replays the log from the
+// start and follows it until the run ends. The run itself is read again every POLL_MS for
+// its counters. An operator may cancel it with a reason.
+
+import type { TerminationCondition } from "../gen/runplane/v1/policy_pb.js";
+import type { Run } from "../gen/runplane/v1/run_pb.js";
+import type { RunEvent } from "../gen/runplane/v1/run_service_pb.js";
+import { currentRole, demote, describe, finished, isDenied, millis, policy, runs, span, statusName, when } from "./api.js";
+import { bar, button, h, notice, replace } from "./dom.js";
+
+const POLL_MS = 2000;
+/** After a stream error, wait this long before watching again (from the next seq). */
+const REWATCH_MS = 2000;
+
+export function renderRun(root: HTMLElement, runId: string): () => void {
+  const fields = h("dl", { class: "fields" });
+  const limits = h("div", { class: "limits" });
+  const actions = h("div", { class: "actions" });
+  const message = h("div", { class: "status-line" });
+  const timeline = h("ol", { class: "timeline", id: "timeline" });
+  const streamState = h("span", { class: "stream-state" }, "connecting…");
+  replace(
+    root,
+    h("p", {}, h("a", { href: "#/runs" }, "← runs")),
+    h("h1", {}, "Run ", h("code", {}, runId)),
+    message,
+    fields,
+    limits,
+    actions,
+    h("h2", {}, "Events ", streamState),
+    timeline,
+  );
+  const abort = new AbortController();
+  let stopped = false;
+  let timer: number | undefined;
+  let termination: TerminationCondition | undefined;
+  let profileAsked = false;
+  let actionsFor: string | undefined;
+
+  const load = async () => {
+    try {
+      const run = await runs.getRun({ runId });
+      if (stopped) return;
+      if (!profileAsked && run.policyProfile) {
+        // Once: the limits are the profile's. Unreadable, the bars show no limit.
+        profileAsked = true;
+        termination = await policy.getProfile({ name: run.policyProfile }).then(
+          (p) => p.termination,
+          () => undefined,
+        );
+      }
+      showFields(fields, run);
+      showLimits(limits, run, termination);
+      const role = await currentRole();
+      // Rebuilt only when the status changes, so a reason being typed survives the poll.
+      const key = `${role}/${statusName(run.status)}`;
+      if (key !== actionsFor) {
+        actionsFor = key;
+        replace(actions, role === "operator" && !finished(run.status) ? cancelForm(runId, message, () => void load()) : null);
+      }
+    } catch (err) {
+      if (!stopped) replace(message, notice(describe(err)));
+    }
+    if (!stopped) timer = window.setTimeout(load, POLL_MS);
+  };
+
+  let nextSeq = 1n;
+  const watch = async () => {
+    while (!stopped) {
+      try {
+        replace(streamState, "live");
+        for await (const event of runs.watchRun({ runId, fromSeq: nextSeq }, { signal: abort.signal })) {
+          nextSeq = event.seq + 1n;
+          timeline.append(eventItem(event));
+        }
+        replace(streamState, "the run has ended");
+        return;
+      } catch (err) {
+        if (stopped) return;
+        replace(streamState, `reconnecting (${describe(err)})`);
+        await new Promise((resolve) => window.setTimeout(resolve, REWATCH_MS));
+      }
+    }
+  };
+
+  void load();
+  void watch();
+  return () => {
+    stopped = true;
+    abort.abort();
+    window.clearTimeout(timer);
+  };
+}
+
+function showFields(fields: HTMLElement, run: Run): void {
+  const rows: [string, string][] = [
+    ["status", statusName(run.status)],
+    ["task", run.taskId],
+    ["agent", run.agentId],
+    ["project", run.projectId],
+    ["team", run.teamId],
+    ["profile", run.policyProfile],
+    ["created", when(run.createdAt)],
+    ["started", when(run.startedAt)],
+    ["completed", when(run.completedAt)],
+    ["output", run.output],
+    ["error", run.error],
+  ];
+  replace(fields, ...rows.filter(([, v]) => v !== "").flatMap(([k, v]) => [h("dt", {}, k), h("dd", { class: k === "status" ? `pill ${v}` : "exact" }, v)]));
+}
+
+function showLimits(limits: HTMLElement, run: Run, termination: TerminationCondition | undefined): void {
+  const started = millis(run.startedAt);
+  const end = millis(run.completedAt) ?? Date.now();
+  const elapsed = started === undefined ? 0 : (end - started) / 1000;
+  replace(
+    limits,
+    bar("steps", run.stepCount, termination?.maxSteps ?? 0, String),
+    bar("cost", run.costUsd, termination?.maxCost ?? 0, (n) => `$${n.toFixed(2)}`),
+    bar("time", elapsed, Number(termination?.timeoutSeconds ?? 0n), span),
+  );
+}
+
+/** One event: its number, time, type and every attribute, each as text. */
+function eventItem(event: RunEvent): HTMLElement {
+  const attributes = Object.entries(event.attributes).sort(([a], [b]) => a.localeCompare(b));
+  return h(
+    "li",
+    { class: `event ${event.type.replace(/[^a-z.]/g, "").split(".").slice(0, 2).join("-")}`, "data-seq": String(event.seq) },
+    h("div", { class: "event-head" }, h("span", { class: "seq" }, `#${event.seq}`), h("strong", {}, event.type), h("time", {}, when(event.at))),
+    attributes.length ? h("dl", { class: "attributes" }, ...attributes.flatMap(([k, v]) => [h("dt", {}, k), h("dd", {}, h("code", { class: "exact" }, v))])) : null,
+  );
+}
+
+function cancelForm(runId: string, message: HTMLElement, changed: () => void): HTMLElement {
+  const reason = h("input", { type: "text", class: "reason-input", placeholder: "reason (optional)", "aria-label": "cancel reason" });
+  const form = h("div", { class: "answer" }, reason);
+  form.append(
+    button("Cancel run", "deny cancel", async () => {
+      try {
+        await runs.cancelRun({ runId, reason: reason.value });
+        changed();
+      } catch (err) {
+        if (isDenied(err)) {
+          demote();
+          form.remove();
+        }
+        replace(message, notice(describe(err)));
+      }
+    }),
+  );
+  return form;
+}
