@@ -19,7 +19,7 @@ use chrono::{DateTime, Utc};
 use crate::domain::{Credential, Event, Run, Scope, StallTracker, Status};
 
 pub use memory::MemoryStore;
-pub use sqlite::{SqliteStore, SqliteStoreOptions, Synchronous};
+pub use sqlite::{GroupObserver, SqliteStore, SqliteStoreOptions, Synchronous};
 
 /// What [`RunStore::commit_then`] calls with a commit's outcome.
 pub type CommitDone = Box<dyn FnOnce(Result<(), StoreError>) + Send>;
