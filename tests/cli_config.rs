@@ -274,3 +274,63 @@ fn the_store_comes_from_the_flag_the_variable_or_the_file() {
         "{err}"
     );
 }
+
+#[test]
+fn metrics_and_webhook_settings_follow_the_same_precedence() {
+    let text = r#"
+metrics_listen = "127.0.0.1:9464"
+ask_webhooks = ["http://hooks.local/a", "http://hooks.local/b"]
+public_url = "https://console.example"
+"#;
+    let urls = |config: &ServeConfig| -> Vec<String> {
+        config.ask_webhooks.iter().map(|u| u.to_string()).collect()
+    };
+    let (config, _) = resolve(flags(&[]), env(&[]), Some(file(text))).unwrap();
+    assert_eq!(config.metrics_listen, Some(addr("127.0.0.1:9464")));
+    assert_eq!(
+        urls(&config),
+        ["http://hooks.local/a", "http://hooks.local/b"]
+    );
+    assert_eq!(
+        config.public_url.map(|u| u.to_string()),
+        Some("https://console.example/".to_string())
+    );
+    let vars = env(&[(
+        "RUNPLANE_ASK_WEBHOOKS",
+        "http://env.local/1, http://env.local/2",
+    )]);
+    let (config, _) = resolve(flags(&[]), vars, Some(file(text))).unwrap();
+    assert_eq!(urls(&config), ["http://env.local/1", "http://env.local/2"]);
+    let args = flags(&[
+        "--ask-webhook",
+        "http://flag.local/x",
+        "--ask-webhook",
+        "http://flag.local/y",
+    ]);
+    let vars = env(&[("RUNPLANE_ASK_WEBHOOKS", "http://env.local/1")]);
+    let (config, _) = resolve(args, vars, Some(file(text))).unwrap();
+    assert_eq!(
+        urls(&config),
+        ["http://flag.local/x", "http://flag.local/y"]
+    );
+    let (config, _) = resolve(flags(&[]), env(&[]), None).unwrap();
+    assert_eq!(config.metrics_listen, None);
+    assert!(config.ask_webhooks.is_empty());
+}
+
+#[tokio::test]
+async fn an_https_webhook_stops_the_server_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = ServeConfig::new(dir.path());
+    config.listen = addr("127.0.0.1:0");
+    config.ask_webhooks = vec!["https://hooks.slack.com/services/T/B/secret"
+        .parse()
+        .unwrap()];
+    let error = runplane::server::bind(config).await.err().expect("refused");
+    let message = error.to_string();
+    assert!(message.contains("https:// is not supported"), "{message}");
+    assert!(
+        !message.contains("secret"),
+        "the URL's path is not shown: {message}"
+    );
+}

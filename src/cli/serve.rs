@@ -17,6 +17,7 @@ use std::time::Duration;
 use clap::{Args, ValueEnum};
 use serde::Deserialize;
 use tracing_subscriber::EnvFilter;
+use url::Url;
 
 use super::escape::EscapedFields;
 use crate::auth::AuthMode;
@@ -53,7 +54,8 @@ pub struct ServeArgs {
     pub policy_dir: Option<PathBuf>,
     /// TOML file with any of these settings in snake_case (listen, data_dir, policy_dir,
     /// store, reattach_grace_seconds, synchronous, max_message_bytes, shutdown_timeout_seconds,
-    /// log_format); relative paths in it are relative to the file [env: RUNPLANE_CONFIG]
+    /// log_format, metrics_listen, ask_webhooks = [..], public_url); relative paths in it
+    /// are relative to the file [env: RUNPLANE_CONFIG]
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Seconds a dropped worker has to re-attach before its run fails as "worker lost"
@@ -92,6 +94,18 @@ pub struct ServeArgs {
     /// one of them (mTLS) [env: RUNPLANE_TLS_CLIENT_CA]
     #[arg(long, value_name = "FILE")]
     pub tls_client_ca: Option<PathBuf>,
+    /// Serve Prometheus metrics at http://ADDR/metrics, without a token: bind it to a
+    /// private address [env: RUNPLANE_METRICS_LISTEN] [default: not served]
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_listen: Option<SocketAddr>,
+    /// POST every new ask and its resolution or expiry as JSON to this http:// URL;
+    /// repeatable [env: RUNPLANE_ASK_WEBHOOKS, comma-separated]
+    #[arg(long = "ask-webhook", value_name = "URL")]
+    pub ask_webhooks: Vec<Url>,
+    /// The console's address, for the links in ask webhooks [env: RUNPLANE_PUBLIC_URL]
+    /// [default: http://<listen address>]
+    #[arg(long, value_name = "URL")]
+    pub public_url: Option<Url>,
 }
 
 /// How the server's logs are written.
@@ -138,6 +152,12 @@ pub struct ConfigFile {
     pub tls_key: Option<PathBuf>,
     /// See `--tls-client-ca`.
     pub tls_client_ca: Option<PathBuf>,
+    /// See `--metrics-listen`.
+    pub metrics_listen: Option<SocketAddr>,
+    /// See `--ask-webhook`.
+    pub ask_webhooks: Option<Vec<Url>>,
+    /// See `--public-url`.
+    pub public_url: Option<Url>,
 }
 
 impl ConfigFile {
@@ -306,7 +326,40 @@ pub fn resolve(
             file.tls_client_ca,
         )?,
     )?;
+    config.metrics_listen = pick(
+        args.metrics_listen,
+        &env,
+        "RUNPLANE_METRICS_LISTEN",
+        from_str,
+        file.metrics_listen,
+    )?;
+    let webhooks = (!args.ask_webhooks.is_empty()).then_some(args.ask_webhooks);
+    config.ask_webhooks = pick(
+        webhooks,
+        &env,
+        "RUNPLANE_ASK_WEBHOOKS",
+        parse_urls,
+        file.ask_webhooks,
+    )?
+    .unwrap_or_default();
+    config.public_url = pick(
+        args.public_url,
+        &env,
+        "RUNPLANE_PUBLIC_URL",
+        from_str,
+        file.public_url,
+    )?;
     Ok((config, log_format.unwrap_or_default()))
+}
+
+/// A comma-separated list of URLs (the environment's form of a repeated flag).
+fn parse_urls(value: &str) -> Result<Vec<Url>, String> {
+    value
+        .split(',')
+        .map(str::trim)
+        .filter(|url| !url.is_empty())
+        .map(from_str)
+        .collect()
 }
 
 /// TLS settings from the three paths: a certificate needs its key and the other way

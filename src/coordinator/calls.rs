@@ -152,6 +152,10 @@ impl RunActor {
             deadline: ask.as_ref().and_then(|a| a.deadline),
         }));
         debug!(call_id = %request.call_id, tool = %request.tool, %decision, reason = %reason, "decided");
+        self.shared
+            .config
+            .metrics
+            .decided(decision, &self.run.policy_profile);
         if ask.is_some() {
             self.asking.insert(request.call_id.clone());
         }

@@ -65,6 +65,8 @@ pub struct CoordinatorConfig {
     pub reattach_grace: Duration,
     /// Whether each new run gets a worker token (authentication on).
     pub issue_worker_tokens: bool,
+    /// Where decisions are counted.
+    pub metrics: Arc<crate::metrics::Metrics>,
 }
 
 /// What a worker sends to attach.

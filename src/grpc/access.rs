@@ -16,6 +16,7 @@ use tonic::{Request, Status};
 
 use crate::auth::{AuthError, Authenticator};
 use crate::domain::{Principal, Role};
+use crate::metrics::Metrics;
 
 /// Who may call a method.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -137,12 +138,13 @@ async fn admit(
 #[derive(Clone)]
 pub struct AccessLayer {
     auth: Arc<Authenticator>,
+    metrics: Arc<Metrics>,
 }
 
 impl AccessLayer {
-    /// Checks requests against `auth`.
-    pub fn new(auth: Arc<Authenticator>) -> AccessLayer {
-        AccessLayer { auth }
+    /// Checks requests against `auth`, counting refusals in `metrics`.
+    pub fn new(auth: Arc<Authenticator>, metrics: Arc<Metrics>) -> AccessLayer {
+        AccessLayer { auth, metrics }
     }
 }
 
@@ -153,6 +155,7 @@ impl<S> tower::Layer<S> for AccessLayer {
         Access {
             inner,
             auth: Arc::clone(&self.auth),
+            metrics: Arc::clone(&self.metrics),
         }
     }
 }
@@ -162,6 +165,7 @@ impl<S> tower::Layer<S> for AccessLayer {
 pub struct Access<S> {
     inner: S,
     auth: Arc<Authenticator>,
+    metrics: Arc<Metrics>,
 }
 
 type BoxFuture<T, E> = Pin<Box<dyn Future<Output = Result<T, E>> + Send>>;
@@ -189,13 +193,17 @@ where
         let fresh = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, fresh);
         let auth = Arc::clone(&self.auth);
+        let metrics = Arc::clone(&self.metrics);
         Box::pin(async move {
             match admit(&auth, request.uri().path(), request.headers()).await {
                 Ok(Some(principal)) => {
                     request.extensions_mut().insert(principal);
                 }
                 Ok(None) => {}
-                Err(status) => return Ok(status.into_http()),
+                Err(status) => {
+                    metrics.auth_failed(status.code());
+                    return Ok(status.into_http());
+                }
             }
             inner.call(request).await
         })

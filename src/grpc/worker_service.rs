@@ -21,6 +21,7 @@ use crate::grpc::access::{auth_status, bearer};
 use crate::grpc::convert::{coordinator_message, worker_input};
 use crate::grpc::pb;
 use crate::grpc::pb::worker_message::Message as In;
+use crate::metrics::{DecisionTimer, LiveSession, Metrics};
 
 /// Serves workers.
 pub struct WorkerApi {
@@ -32,6 +33,8 @@ pub struct WorkerApi {
     pub require_client_cert: bool,
     /// How long a session may take to send its `attach`.
     pub attach_timeout: std::time::Duration,
+    /// Sessions, decision latency, in-stream errors and refused attaches are counted here.
+    pub metrics: Arc<Metrics>,
 }
 
 impl WorkerApi {
@@ -58,6 +61,7 @@ impl WorkerApi {
             .await
             .map(drop)
             .map_err(auth_status)
+            .inspect_err(|status| self.metrics.auth_failed(status.code()))
     }
 }
 
@@ -95,11 +99,13 @@ impl pb::worker_service_server::WorkerService for WorkerApi {
         let (outbound, pushes) = outbound_channel();
         let (gone, response_dropped) = oneshot::channel();
         let (abort, aborted) = oneshot::channel();
+        let timer = Arc::new(DecisionTimer::default());
         let inbound = InboundMessages {
             messages: inbound,
             response_dropped,
             abort: Some(abort),
             done: false,
+            timer: Arc::clone(&timer),
         };
         // If the client gives up while the attach is under way, this handler is dropped
         // and with it `gone`; an actor that did attach then sees its inbound end and
@@ -112,6 +118,9 @@ impl pb::worker_service_server::WorkerService for WorkerApi {
             aborted: Some(aborted),
             done: false,
             _gone: gone,
+            timer,
+            metrics: Arc::clone(&self.metrics),
+            _live: self.metrics.session_opened(),
         }))
     }
 }
@@ -128,6 +137,8 @@ struct InboundMessages {
     abort: Option<oneshot::Sender<Status>>,
     /// Set after the last item, so nothing is polled after it completed.
     done: bool,
+    /// Stamps each tool call as it is read, for the decision latency.
+    timer: Arc<DecisionTimer>,
 }
 
 impl Stream for InboundMessages {
@@ -143,9 +154,13 @@ impl Stream for InboundMessages {
         }
         match Pin::new(&mut self.messages).poll_next(cx) {
             Poll::Pending => Poll::Pending,
-            Poll::Ready(Some(Ok(message))) => Poll::Ready(Some(
-                worker_input(message).unwrap_or_else(WorkerInput::Rejected),
-            )),
+            Poll::Ready(Some(Ok(message))) => {
+                let input = worker_input(message).unwrap_or_else(WorkerInput::Rejected);
+                if let WorkerInput::ToolCall(request) = &input {
+                    self.timer.received(&request.call_id);
+                }
+                Poll::Ready(Some(input))
+            }
             Poll::Ready(Some(Err(status))) => {
                 if let Some(abort) = self.abort.take() {
                     let _ = abort.send(status);
@@ -171,6 +186,11 @@ pub struct SessionStream {
     done: bool,
     /// Dropped with the stream, which ends the inbound side.
     _gone: oneshot::Sender<()>,
+    /// The inbound side's stamps, taken back as the answers go out.
+    timer: Arc<DecisionTimer>,
+    metrics: Arc<Metrics>,
+    /// Counts this session as live until the stream is dropped.
+    _live: LiveSession,
 }
 
 impl Stream for SessionStream {
@@ -198,9 +218,21 @@ impl Stream for SessionStream {
                 }
                 Poll::Ready(Some(push)) => push,
             };
-            if let Push::Close(reason) = &push {
-                self.done = true;
-                return Poll::Ready(close_status(reason).map(Err));
+            match &push {
+                Push::Close(reason) => {
+                    self.done = true;
+                    return Poll::Ready(close_status(reason).map(Err));
+                }
+                Push::Decision(response) => {
+                    if let Some(took) = self.timer.answered(&response.call_id) {
+                        self.metrics.decision_answered(took);
+                    }
+                }
+                Push::Error(error) => {
+                    self.timer.forget(&error.call_id);
+                    self.metrics.session_error(error.code);
+                }
+                _ => {}
             }
             if let Some(message) = coordinator_message(push) {
                 return Poll::Ready(Some(Ok(message)));

@@ -47,6 +47,14 @@ pub struct ServeConfig {
     pub auth: AuthMode,
     /// TLS for the listener; `None`: plaintext (warned about off loopback).
     pub tls: Option<TlsFiles>,
+    /// Where `GET /metrics` is served (plain HTTP/1.1, no token); `None`: not served. The
+    /// metrics are counted either way.
+    pub metrics_listen: Option<SocketAddr>,
+    /// Receivers of the ask webhooks (`http://` only).
+    pub ask_webhooks: Vec<url::Url>,
+    /// The console's address, for the links in ask webhooks; `None`: `http://` (or
+    /// `https://` with TLS) and the bound listen address.
+    pub public_url: Option<url::Url>,
 }
 
 /// The store `serve` runs on. Each store's settings live in its own variant, so a setting
@@ -113,6 +121,9 @@ impl ServeConfig {
             attach_timeout: DEFAULT_ATTACH_TIMEOUT,
             auth: AuthMode::On,
             tls: None,
+            metrics_listen: None,
+            ask_webhooks: Vec::new(),
+            public_url: None,
         }
     }
 }

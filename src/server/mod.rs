@@ -3,6 +3,7 @@
 
 mod config;
 mod console;
+mod observe;
 mod tls;
 
 pub use config::{
@@ -31,10 +32,13 @@ use crate::auth::{ensure_admin_token, AuthMode, Authenticator, BootstrapError};
 use crate::coordinator::{Coordinator, CoordinatorConfig};
 use crate::grpc::access::AccessLayer;
 use crate::grpc::{pb, AccessApi, PolicyApi, RunApi, WorkerApi};
+use crate::metrics::{serve_metrics, Metrics};
 use crate::policy::ProfileRegistry;
 use crate::store::{
     PostgresStore, PostgresStoreOptions, RunStore, SqliteStore, SqliteStoreOptions,
 };
+use crate::webhook::{AskNotifier, WebhookError};
+use observe::ObservedFeed;
 
 /// The database file inside the data directory.
 pub const DATABASE_FILE: &str = "runplane.db";
@@ -80,6 +84,9 @@ pub enum ServeError {
     /// A TLS file could not be read or used.
     #[error("TLS: {0}")]
     Tls(String),
+    /// An ask webhook cannot be posted to.
+    #[error(transparent)]
+    Webhook(#[from] WebhookError),
 }
 
 /// A server bound to its address, not yet serving. Tests bind port 0 and read the address.
@@ -94,18 +101,24 @@ pub struct BoundServer {
     auth: Arc<Authenticator>,
     /// Settings.
     config: ServeConfig,
+    /// What the server counts.
+    metrics: Arc<Metrics>,
+    /// The `/metrics` listener, when `metrics_listen` is set.
+    metrics_listener: Option<TcpListener>,
 }
 
 /// Opens the store, loads the policies, restores live runs and binds the address.
 pub async fn bind(config: ServeConfig) -> Result<BoundServer, ServeError> {
     create_data_dir(&config)?;
+    crate::webhook::check_urls(&config.ask_webhooks)?;
     // Policies first: a bad policy file fails before the database is opened or migrated.
     let profiles = load_profiles(&config)?;
-    let store = open_store(&config).await?;
+    let metrics = new_metrics(&profiles);
+    let store = open_store(&config, &metrics).await?;
     let auth = Arc::new(Authenticator::new(Arc::clone(&store), config.auth));
     // Before the address is bound: a client that can connect finds the token file there.
     bootstrap_admin(&auth, &config).await?;
-    bind_parts(config, store, profiles, auth).await
+    bind_parts(config, store, profiles, auth, metrics).await
 }
 
 /// As [`bind`], on a store the caller opened instead of the data directory's SQLite file
@@ -116,9 +129,18 @@ pub async fn bind_with_store(
     config: ServeConfig,
     store: Arc<dyn RunStore>,
 ) -> Result<BoundServer, ServeError> {
+    crate::webhook::check_urls(&config.ask_webhooks)?;
     let profiles = load_profiles(&config)?;
+    // The caller's store reports no group commits: its options are its own.
+    let metrics = new_metrics(&profiles);
     let auth = Arc::new(Authenticator::new(Arc::clone(&store), config.auth));
-    bind_parts(config, store, profiles, auth).await
+    bind_parts(config, store, profiles, auth, metrics).await
+}
+
+/// The metrics, with the decision counters of every loaded profile made up front.
+fn new_metrics(profiles: &ProfileRegistry) -> Arc<Metrics> {
+    let names = profiles.names();
+    Arc::new(Metrics::new(names.iter().map(String::as_str)))
 }
 
 /// Creates the data directory if it is missing.
@@ -137,12 +159,17 @@ fn load_profiles(config: &ServeConfig) -> Result<Arc<ProfileRegistry>, ServeErro
 }
 
 /// The store `serve` runs on: the SQLite database in the data directory, or PostgreSQL.
-/// Any other store comes in through [`bind_with_store`].
-async fn open_store(config: &ServeConfig) -> Result<Arc<dyn RunStore>, ServeError> {
+/// Any other store comes in through [`bind_with_store`]. Only SQLite reports its commit
+/// groups to the metrics.
+async fn open_store(
+    config: &ServeConfig,
+    metrics: &Arc<Metrics>,
+) -> Result<Arc<dyn RunStore>, ServeError> {
     match &config.store {
         StoreConfig::Sqlite { synchronous } => {
             let mut options = SqliteStoreOptions::new(config.data_dir.join(DATABASE_FILE));
             options.synchronous = *synchronous;
+            options.observer = Some(Arc::clone(metrics) as _);
             Ok(Arc::new(SqliteStore::open(options)?))
         }
         StoreConfig::Postgres { url } => {
@@ -161,30 +188,68 @@ async fn bootstrap_admin(auth: &Authenticator, config: &ServeConfig) -> Result<(
     Ok(())
 }
 
-/// Restores live runs on `store` and binds the address.
+/// Binds the addresses and restores live runs on `store`. The address is bound first: the
+/// ask webhooks link to it, and restoring can already end asks.
 async fn bind_parts(
     config: ServeConfig,
     store: Arc<dyn RunStore>,
     profiles: Arc<ProfileRegistry>,
     auth: Arc<Authenticator>,
+    metrics: Arc<Metrics>,
 ) -> Result<BoundServer, ServeError> {
-    let coordinator = Coordinator::start(
+    let listener = listen(config.listen).await?;
+    let metrics_listener = match config.metrics_listen {
+        Some(addr) => Some(listen(addr).await?),
+        None => None,
+    };
+    // Read before any actor runs, so that every ask closed from here on is counted off it.
+    metrics.set_pending_asks(store.pending_asks(None).await?.len());
+    let asks = if config.ask_webhooks.is_empty() {
+        None
+    } else {
+        let public_url = public_url(&config, &listener);
+        Some(AskNotifier::start(
+            &config.ask_webhooks,
+            public_url,
+            Arc::clone(&store),
+            Arc::clone(&metrics),
+        )?)
+    };
+    let feed = Arc::new(ObservedFeed::new(Arc::clone(&metrics), asks));
+    let coordinator = Coordinator::start_with_feed(
         store,
+        feed,
         Arc::clone(&profiles),
         CoordinatorConfig {
             reattach_grace: config.reattach_grace,
             issue_worker_tokens: auth.enabled(),
+            metrics: Arc::clone(&metrics),
         },
     )
     .await?;
-    let listener = listen(config.listen).await?;
     Ok(BoundServer {
         listener,
         coordinator,
         profiles,
         auth,
         config,
+        metrics,
+        metrics_listener,
     })
+}
+
+/// The console's address for webhook links: the setting, else the bound address.
+fn public_url(config: &ServeConfig, listener: &TcpListener) -> String {
+    if let Some(url) = &config.public_url {
+        return url.as_str().trim_end_matches('/').to_string();
+    }
+    let scheme = if config.tls.is_some() {
+        "https"
+    } else {
+        "http"
+    };
+    let addr = listener.local_addr().unwrap_or(config.listen);
+    format!("{scheme}://{addr}")
 }
 
 /// Binds the listen address.
@@ -224,6 +289,13 @@ impl BoundServer {
         Arc::clone(&self.auth)
     }
 
+    /// Where `/metrics` is served (the real port when bound to port 0); `None`: not served.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics_listener
+            .as_ref()
+            .and_then(|listener| listener.local_addr().ok())
+    }
+
     /// Serves until `shutdown` resolves; then tells live sessions to re-attach later, and
     /// waits at most `shutdown_timeout` for connections to close before returning anyway.
     pub async fn serve(
@@ -236,15 +308,26 @@ impl BoundServer {
             profiles,
             auth,
             config,
+            metrics,
+            metrics_listener,
         } = self;
         let (health, health_service) = tonic_health::server::health_reporter();
         report_serving(&health).await;
-        let routes = routes(&coordinator, profiles, &auth, &config)?.add_service(health_service);
+        let routes =
+            routes(&coordinator, profiles, &auth, &config, &metrics)?.add_service(health_service);
         let addr = listener.local_addr().ok();
         warn_about_exposure(&config, addr);
         info!(addr = ?addr, data_dir = %config.data_dir.display(), "runplane serving");
+        // Dropped when `serve` returns, which stops the metrics listener too.
+        let (_stop_metrics, metrics_stopped) = oneshot::channel::<()>();
+        if let Some(listener) = metrics_listener {
+            info!(addr = ?listener.local_addr().ok(), "metrics at /metrics");
+            tokio::spawn(serve_metrics(listener, Arc::clone(&metrics), async {
+                let _ = metrics_stopped.await;
+            }));
+        }
         let (stop_accepting, stopped) = oneshot::channel::<()>();
-        let server = transport(&config, auth)?
+        let server = transport(&config, auth, metrics)?
             .add_routes(routes)
             .serve_with_incoming_shutdown(incoming(listener), async {
                 let _ = stopped.await;
@@ -310,6 +393,7 @@ fn routes(
     profiles: Arc<ProfileRegistry>,
     auth: &Arc<Authenticator>,
     config: &ServeConfig,
+    metrics: &Arc<Metrics>,
 ) -> Result<Routes, ServeError> {
     let limit = config.max_message_bytes;
     let reflection_v1 = reflection().build_v1().map_err(ServeError::Reflection)?;
@@ -327,6 +411,7 @@ fn routes(
         auth: Arc::clone(auth),
         require_client_cert: config.tls.as_ref().is_some_and(|t| t.client_ca.is_some()),
         attach_timeout: config.attach_timeout,
+        metrics: Arc::clone(metrics),
     })
     .max_decoding_message_size(limit)
     .max_encoding_message_size(limit);
@@ -355,7 +440,11 @@ type Layers = Stack<AccessLayer, Stack<GrpcWebLayer, Stack<ConsoleLayer, Identit
 /// credential checked before any service runs, HTTP/2 keepalive pings, Nagle's algorithm
 /// off. HTTP/1.1 is accepted too, for browsers: the console's page and its gRPC-Web calls
 /// (docs/CONSOLE.md).
-fn transport(config: &ServeConfig, auth: Arc<Authenticator>) -> Result<Server<Layers>, ServeError> {
+fn transport(
+    config: &ServeConfig,
+    auth: Arc<Authenticator>,
+    metrics: Arc<Metrics>,
+) -> Result<Server<Layers>, ServeError> {
     let mut builder = Server::builder();
     if let Some(files) = &config.tls {
         builder = builder.tls_config(tls::server_config(files)?)?;
@@ -364,7 +453,7 @@ fn transport(config: &ServeConfig, auth: Arc<Authenticator>) -> Result<Server<La
         .accept_http1(true)
         .layer(ConsoleLayer)
         .layer(GrpcWebLayer::new())
-        .layer(AccessLayer::new(auth))
+        .layer(AccessLayer::new(auth, metrics))
         .http2_keepalive_interval(Some(KEEPALIVE_INTERVAL))
         .http2_keepalive_timeout(Some(KEEPALIVE_TIMEOUT))
         .tcp_nodelay(true))

@@ -23,7 +23,7 @@ pub use crate::domain::query::{PageCursor, RunPage, RunQuery};
 
 pub use memory::MemoryStore;
 pub use postgres::{PostgresStore, PostgresStoreOptions};
-pub use sqlite::{SqliteStore, SqliteStoreOptions, Synchronous};
+pub use sqlite::{GroupObserver, SqliteStore, SqliteStoreOptions, Synchronous};
 
 /// What [`RunStore::commit_then`] calls with a commit's outcome.
 pub type CommitDone = Box<dyn FnOnce(Result<(), StoreError>) + Send>;

@@ -97,6 +97,8 @@ pub struct TestServer {
     pub coordinator: Option<runplane::coordinator::Coordinator>,
     /// The admin token `serve` wrote to the data dir on its first start.
     pub admin_token: String,
+    /// Where `/metrics` is served, with `Options::metrics`.
+    pub metrics_addr: Option<std::net::SocketAddr>,
     /// The worker token of each run started through this harness, by run id.
     worker_tokens: Mutex<HashMap<String, String>>,
 }
@@ -116,6 +118,10 @@ pub struct Options {
     /// Another store than SQLite in the data dir; authentication is then off (no admin
     /// token is written to the data dir).
     pub store: Option<std::sync::Arc<dyn runplane::store::RunStore>>,
+    /// Serve `/metrics` on a port of its own.
+    pub metrics: bool,
+    /// Receivers of the ask webhooks.
+    pub ask_webhooks: Vec<String>,
 }
 
 impl Default for Options {
@@ -127,6 +133,8 @@ impl Default for Options {
             attach_timeout: runplane::server::DEFAULT_ATTACH_TIMEOUT,
             data_dir: None,
             store: None,
+            metrics: false,
+            ask_webhooks: Vec::new(),
         }
     }
 }
@@ -147,6 +155,14 @@ impl TestServer {
         config.max_message_bytes = options.max_message_bytes;
         config.attach_timeout = options.attach_timeout;
         config.shutdown_timeout = Duration::from_secs(2);
+        if options.metrics {
+            config.metrics_listen = Some("127.0.0.1:0".parse().unwrap());
+        }
+        config.ask_webhooks = options
+            .ask_webhooks
+            .iter()
+            .map(|url| url.parse().unwrap())
+            .collect();
         if options.store.is_some() {
             config.auth = runplane::auth::AuthMode::Off;
         }
@@ -165,6 +181,7 @@ impl TestServer {
             store: options.store,
             coordinator: None,
             admin_token: String::new(),
+            metrics_addr: None,
             worker_tokens: Mutex::new(HashMap::new()),
         };
         server.boot().await;
@@ -182,6 +199,11 @@ impl TestServer {
         self.admin_token = self.read_admin_token();
         self.addr = bound.local_addr().unwrap();
         self.config.listen = self.addr;
+        self.metrics_addr = bound.metrics_addr();
+        if let Some(addr) = self.metrics_addr {
+            // A restart serves the metrics where they were.
+            self.config.metrics_listen = Some(addr);
+        }
         let (stop, stopped) = oneshot::channel::<()>();
         self.stop = Some(stop);
         self.task = Some(tokio::spawn(async move {

@@ -76,6 +76,15 @@ impl FromStr for Synchronous {
     }
 }
 
+/// Told about every group the writer thread commits: how many commits it held and how long
+/// its transaction took (BEGIN to COMMIT). A trait rather than a metrics type so that the
+/// store knows nothing of who watches it (the server passes its Prometheus metrics). Called
+/// on the writer thread before the group's committers hear back, so it must be quick.
+pub trait GroupObserver: fmt::Debug + Send + Sync {
+    /// A group was written (or failed: the time is spent either way).
+    fn group_written(&self, commits: usize, took: Duration);
+}
+
 /// Where the store lives and how it trades latency for durability.
 #[derive(Debug, Clone)]
 pub struct SqliteStoreOptions {
@@ -103,6 +112,8 @@ pub struct SqliteStoreOptions {
     /// the p99; with 256 MiB every few seconds (BENCHMARKS.md). The file can grow to about
     /// this size plus one checkpoint interval's writes.
     pub wal_size_limit: u64,
+    /// Told about every group commit; `None`: nobody watches.
+    pub observer: Option<Arc<dyn GroupObserver>>,
 }
 
 impl SqliteStoreOptions {
@@ -116,6 +127,7 @@ impl SqliteStoreOptions {
             checkpoint_interval: Duration::from_millis(50),
             journal_segment_rows: 8192,
             wal_size_limit: 256 * 1024 * 1024,
+            observer: None,
         }
     }
 }
@@ -173,8 +185,9 @@ impl SqliteStore {
         let checkpoint_jobs = jobs.clone();
         let max_batch = options.max_batch.max(1);
         let journal = journal::Journal::new(options.journal_segment_rows);
+        let observer = options.observer.clone();
         let writer = spawn(WRITER_THREAD, move || {
-            writer::run(conn, queue, max_batch, journal)
+            writer::run(conn, queue, max_batch, journal, observer)
         })?;
         // From here on, dropping `store` on an error shuts down what already started.
         let store = SqliteStore {

@@ -14,7 +14,8 @@
 //! indexed log (`journal.rs` says why).
 
 use std::collections::HashMap;
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc};
+use std::time::Instant;
 
 use rusqlite::{Connection, OptionalExtension};
 use tokio::sync::oneshot;
@@ -23,6 +24,7 @@ use super::checkpoint;
 use super::encode::{EncodedCommit, EncodedEvent, Progress};
 use super::journal::Journal;
 use super::rows::{self, Failure};
+use super::GroupObserver;
 use crate::store::{CommitDone, StoreError};
 
 /// Where a commit's outcome goes. Dropped unanswered (the writer stopped first), it
@@ -88,6 +90,7 @@ pub(super) fn run(
     queue: mpsc::Receiver<Job>,
     max_batch: usize,
     journal: Journal,
+    observer: Option<Arc<dyn GroupObserver>>,
 ) {
     let mut writer = Writer {
         conn,
@@ -118,7 +121,12 @@ pub(super) fn run(
             }
         }
         if !group.is_empty() {
+            let started = Instant::now();
             let outcomes = writer.write_group(&mut group);
+            // Before the replies: whoever hears of a commit can already see it counted.
+            if let Some(observer) = &observer {
+                observer.group_written(group.len(), started.elapsed());
+            }
             for ((commit, reply), outcome) in group.drain(..).zip(outcomes) {
                 // The committer shares the run; it must hold the only reference again by
                 // the time it hears back, or its next change would copy the run.
