@@ -5,6 +5,7 @@
 //! observation, never a label lookup or an allocation. The names, types and labels are
 //! documented in `docs/OPERATIONS.md`; `http.rs` serves them.
 
+mod histogram;
 mod http;
 mod timer;
 
@@ -24,6 +25,7 @@ use prometheus_client::registry::{Registry, Unit};
 
 use crate::domain::{Decision, Status};
 use crate::store::GroupObserver;
+use histogram::AtomicHistogram;
 
 /// The decisions, in the order of the cached counters of a profile.
 const DECISIONS: [Decision; 3] = [Decision::Allow, Decision::Deny, Decision::Ask];
@@ -90,7 +92,7 @@ pub struct Metrics {
     decisions: Family<DecisionLabels, Counter>,
     /// The decision counters of each profile known at start, in `DECISIONS` order.
     by_profile: HashMap<String, [Counter; 3]>,
-    decision_latency: Histogram,
+    decision_latency: AtomicHistogram,
     commit_latency: Histogram,
     group_size: Histogram,
     live_sessions: Gauge,
@@ -141,7 +143,7 @@ impl Metrics {
                 (profile.to_string(), counters)
             })
             .collect();
-        let decision_latency = Histogram::new(latency_buckets());
+        let decision_latency = AtomicHistogram::new(latency_buckets());
         registry.register_with_unit(
             "decision_latency",
             "From a tool call read off the worker's stream to its answer handed to the \
