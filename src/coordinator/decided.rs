@@ -92,7 +92,7 @@ struct OlderCalls {
 impl OlderCalls {
     fn new() -> OlderCalls {
         let mut seed = [0u8; 8];
-        // Without randomness the seed stays fixed: still correct, only predictable.
+        // Without randomness the hash key stays fixed: still correct, only predictable.
         let _ = getrandom::fill(&mut seed);
         OlderCalls {
             filter: Filter::new(BITS_PER_OLDER_CALL, OLDER_CALLS),

@@ -9,6 +9,7 @@
 
 pub mod memory;
 pub mod postgres;
+mod reply;
 mod sqlite;
 
 use std::future::Future;

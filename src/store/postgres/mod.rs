@@ -26,8 +26,9 @@ use super::{
     Commit, CommitDone, Event, RunPage, RunQuery, RunStore, StoreError, StoreFuture, StoredRun,
 };
 use crate::domain::{Credential, Run};
+use crate::store::reply::Reply;
 use lease::Leases;
-use write::{Job, Reply};
+use write::Job;
 
 /// Where the database is and how the store uses it.
 #[derive(Clone)]

@@ -21,56 +21,17 @@ use std::task::Poll;
 use chrono::{DateTime, Utc};
 use deadpool_postgres::Pool;
 use futures_util::future::join_all;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 use tokio_postgres::Row;
 
 use super::lease::Leases;
 use super::{pg_error, pool_error};
-use crate::store::{Commit, CommitDone, StoreError};
+use crate::store::reply::Reply;
+use crate::store::{Commit, StoreError};
 
 /// The call each commit makes; its parameters are `EncodedCommit::params`'s.
 const COMMIT_SQL: &str = "SELECT outcome, stored_version, last, detail FROM runplane_commit(
     $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)";
-
-/// Where a commit's outcome goes. Dropped unanswered (the writer stopped first), it
-/// answers `Closed`: a waiter sees its channel close, a callback is called with it.
-pub(super) struct Reply(Option<ReplyTo>);
-
-enum ReplyTo {
-    /// A committer waiting on a future.
-    Wait(oneshot::Sender<Result<(), StoreError>>),
-    /// A callback, run on the writer task (`RunStore::commit_then`).
-    Then(CommitDone),
-}
-
-impl Reply {
-    pub(super) fn wait(waiter: oneshot::Sender<Result<(), StoreError>>) -> Reply {
-        Reply(Some(ReplyTo::Wait(waiter)))
-    }
-
-    pub(super) fn then(done: CommitDone) -> Reply {
-        Reply(Some(ReplyTo::Then(done)))
-    }
-
-    pub(super) fn send(mut self, outcome: Result<(), StoreError>) {
-        match self.0.take() {
-            // A waiter that gave up is no reason to stop.
-            Some(ReplyTo::Wait(waiter)) => {
-                let _ = waiter.send(outcome);
-            }
-            Some(ReplyTo::Then(done)) => done(outcome),
-            None => {}
-        }
-    }
-}
-
-impl Drop for Reply {
-    fn drop(&mut self) {
-        if let Some(ReplyTo::Then(done)) = self.0.take() {
-            done(Err(StoreError::Closed));
-        }
-    }
-}
 
 /// A queued commit.
 pub(super) struct Job {

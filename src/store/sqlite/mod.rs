@@ -31,8 +31,9 @@ use super::{
     Commit, CommitDone, Event, RunPage, RunQuery, RunStore, StoreError, StoreFuture, StoredRun,
 };
 use crate::domain::{Credential, Run};
+use crate::store::reply::Reply;
 use read::ReadPool;
-use writer::{Job, Reply};
+use writer::Job;
 
 /// How hard a commit waits for the disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]

@@ -18,54 +18,14 @@ use std::sync::{mpsc, Arc};
 use std::time::Instant;
 
 use rusqlite::{Connection, OptionalExtension};
-use tokio::sync::oneshot;
 
 use super::checkpoint;
 use super::encode::{EncodedCommit, EncodedEvent, Progress};
 use super::journal::Journal;
 use super::rows::{self, Failure};
 use super::GroupObserver;
-use crate::store::{CommitDone, StoreError};
-
-/// Where a commit's outcome goes. Dropped unanswered (the writer stopped first), it
-/// answers `Closed`: a waiter sees its channel close, a callback is called with it.
-pub(super) struct Reply(Option<ReplyTo>);
-
-enum ReplyTo {
-    /// A committer waiting on a future.
-    Wait(oneshot::Sender<Result<(), StoreError>>),
-    /// A callback, run on the writer thread (`RunStore::commit_then`).
-    Then(CommitDone),
-}
-
-impl Reply {
-    pub(super) fn wait(waiter: oneshot::Sender<Result<(), StoreError>>) -> Reply {
-        Reply(Some(ReplyTo::Wait(waiter)))
-    }
-
-    pub(super) fn then(done: CommitDone) -> Reply {
-        Reply(Some(ReplyTo::Then(done)))
-    }
-
-    pub(super) fn send(mut self, outcome: Result<(), StoreError>) {
-        match self.0.take() {
-            // A waiter that gave up is no reason to stop.
-            Some(ReplyTo::Wait(waiter)) => {
-                let _ = waiter.send(outcome);
-            }
-            Some(ReplyTo::Then(done)) => done(outcome),
-            None => {}
-        }
-    }
-}
-
-impl Drop for Reply {
-    fn drop(&mut self) {
-        if let Some(ReplyTo::Then(done)) = self.0.take() {
-            done(Err(StoreError::Closed));
-        }
-    }
-}
+use crate::store::reply::Reply;
+use crate::store::StoreError;
 
 /// What the writer is asked to do.
 pub(super) enum Job {
