@@ -10,7 +10,7 @@ use std::time::Duration;
 use clap::Parser;
 use runplane::cli::serve::{resolve, ConfigFile, LogFormat, ServeArgs};
 use runplane::cli::{Cli, Command};
-use runplane::server::{ServeConfig, StoreConfig, DEFAULT_MAX_MESSAGE_BYTES};
+use runplane::server::{ServeConfig, StoreConfig, DEFAULT_LEASE_TTL, DEFAULT_MAX_MESSAGE_BYTES};
 use runplane::store::Synchronous;
 
 /// The `serve` flags of a command line.
@@ -252,7 +252,10 @@ fn a_missing_file_is_an_error_naming_it() {
 #[test]
 fn the_store_comes_from_the_flag_the_variable_or_the_file() {
     let url = "postgres://runplane:pw@db:5432/runplane";
-    let postgres = StoreConfig::Postgres { url: url.into() };
+    let postgres = StoreConfig::Postgres {
+        url: url.into(),
+        lease_ttl: DEFAULT_LEASE_TTL,
+    };
     let from_file = file(&format!("store = \"{url}\"\n"));
     let (config, _) = resolve(flags(&[]), env(&[]), Some(from_file)).unwrap();
     assert_eq!(config.store, postgres);
@@ -266,13 +269,52 @@ fn the_store_comes_from_the_flag_the_variable_or_the_file() {
     .unwrap();
     assert_eq!(config.store, StoreConfig::default());
     // The password is never printed.
-    assert_eq!(format!("{postgres:?}"), "Postgres { url: <redacted> }");
+    assert_eq!(
+        format!("{postgres:?}"),
+        "Postgres { url: \"<redacted>\", lease_ttl: 15s }"
+    );
     let err = ConfigFile::parse("store = \"oracle\"\n", Path::new("my.toml")).unwrap_err();
     assert!(
         err.to_string()
             .contains("expected sqlite or a postgres:// URL"),
         "{err}"
     );
+}
+
+#[test]
+fn the_lease_time_is_a_postgres_setting_only() {
+    let url = "postgres://db/runplane";
+    let (config, _) = resolve(
+        flags(&["--store", url, "--lease-seconds", "3"]),
+        env(&[]),
+        None,
+    )
+    .unwrap();
+    assert_eq!(
+        config.store,
+        StoreConfig::Postgres {
+            url: url.into(),
+            lease_ttl: Duration::from_secs(3),
+        }
+    );
+    let from_file = file(&format!("store = \"{url}\"\nlease_seconds = 7\n"));
+    let (config, _) = resolve(flags(&[]), env(&[]), Some(from_file)).unwrap();
+    assert!(
+        matches!(config.store, StoreConfig::Postgres { lease_ttl, .. } if lease_ttl == Duration::from_secs(7))
+    );
+    let err = resolve(flags(&["--lease-seconds", "3"]), env(&[]), None).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("lease_seconds is for servers sharing PostgreSQL"),
+        "{err}"
+    );
+    let err = resolve(
+        flags(&["--store", url]),
+        env(&[("RUNPLANE_LEASE_SECONDS", "0")]),
+        None,
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("at least 1"), "{err}");
 }
 
 #[test]

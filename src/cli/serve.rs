@@ -21,7 +21,9 @@ use url::Url;
 
 use super::escape::EscapedFields;
 use crate::auth::AuthMode;
-use crate::server::{self, ServeConfig, StoreConfig, TlsFiles, DEFAULT_DATA_DIR};
+use crate::server::{
+    self, ServeConfig, StoreConfig, TlsFiles, DEFAULT_DATA_DIR, DEFAULT_LEASE_TTL,
+};
 use crate::store::Synchronous;
 
 /// Environment variable naming the config file, for deployments that configure by
@@ -48,12 +50,18 @@ pub struct ServeArgs {
     /// may share [env: RUNPLANE_STORE] [default: sqlite]
     #[arg(long, value_name = "sqlite|postgres://…", value_parser = parse_store)]
     pub store: Option<StoreKind>,
+    /// With PostgreSQL: seconds a run's lease lasts unless its server renews it (a third
+    /// of it apart), so how soon a surviving server takes over the runs of one that died
+    /// [env: RUNPLANE_LEASE_SECONDS] [default: 15]
+    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub lease_seconds: Option<u64>,
     /// Directory of custom policy profiles (.toml, .yaml); without it only the presets
     /// exist [env: RUNPLANE_POLICY_DIR]
     #[arg(long, value_name = "DIR")]
     pub policy_dir: Option<PathBuf>,
     /// TOML file with any of these settings in snake_case (listen, data_dir, policy_dir,
-    /// store, reattach_grace_seconds, synchronous, max_message_bytes, shutdown_timeout_seconds,
+    /// store, lease_seconds, reattach_grace_seconds, synchronous, max_message_bytes,
+    /// shutdown_timeout_seconds,
     /// log_format, metrics_listen, ask_webhooks = [..], public_url); relative paths in it
     /// are relative to the file [env: RUNPLANE_CONFIG]
     #[arg(long, value_name = "FILE")]
@@ -137,6 +145,8 @@ pub struct ConfigFile {
     pub store: Option<StoreKind>,
     /// See `--synchronous`.
     pub synchronous: Option<Synchronous>,
+    /// See `--lease-seconds`.
+    pub lease_seconds: Option<u64>,
     /// See `--max-message-bytes`.
     pub max_message_bytes: Option<NonZeroUsize>,
     /// See `--shutdown-timeout`.
@@ -264,20 +274,15 @@ pub fn resolve(
         parse_synchronous,
         file.synchronous,
     )?;
+    let lease = pick(
+        args.lease_seconds,
+        &env,
+        "RUNPLANE_LEASE_SECONDS",
+        parse_lease_seconds,
+        file.lease_seconds,
+    )?;
     let store = pick(args.store, &env, "RUNPLANE_STORE", parse_store, file.store)?;
-    config.store = match (store, synchronous) {
-        (None | Some(StoreKind::Sqlite), synchronous) => StoreConfig::Sqlite {
-            synchronous: synchronous.unwrap_or_default(),
-        },
-        (Some(StoreKind::Postgres(url)), None) => StoreConfig::Postgres { url },
-        (Some(StoreKind::Postgres(_)), Some(_)) => {
-            return Err(ConfigError::Conflict(
-                "synchronous sets the SQLite store's durability; on PostgreSQL it is the \
-                 database's synchronous_commit"
-                    .into(),
-            ))
-        }
-    };
+    config.store = store_config(store, synchronous, lease)?;
     let max_message = pick(
         args.max_message_bytes,
         &env,
@@ -453,6 +458,42 @@ impl std::fmt::Debug for StoreKind {
             StoreKind::Sqlite => f.write_str("Sqlite"),
             StoreKind::Postgres(_) => f.write_str("Postgres(<redacted>)"),
         }
+    }
+}
+
+/// The store's settings; a setting of the other store is refused, not ignored.
+fn store_config(
+    store: Option<StoreKind>,
+    synchronous: Option<Synchronous>,
+    lease_seconds: Option<u64>,
+) -> Result<StoreConfig, ConfigError> {
+    match (store, synchronous, lease_seconds) {
+        (None | Some(StoreKind::Sqlite), synchronous, None) => Ok(StoreConfig::Sqlite {
+            synchronous: synchronous.unwrap_or_default(),
+        }),
+        (None | Some(StoreKind::Sqlite), _, Some(_)) => Err(ConfigError::Conflict(
+            "lease_seconds is for servers sharing PostgreSQL; the embedded SQLite store has \
+             one server, which owns every run"
+                .into(),
+        )),
+        (Some(StoreKind::Postgres(url)), None, lease) => Ok(StoreConfig::Postgres {
+            url,
+            lease_ttl: lease.map_or(DEFAULT_LEASE_TTL, Duration::from_secs),
+        }),
+        (Some(StoreKind::Postgres(_)), Some(_), _) => Err(ConfigError::Conflict(
+            "synchronous sets the SQLite store's durability; on PostgreSQL it is the \
+             database's synchronous_commit"
+                .into(),
+        )),
+    }
+}
+
+/// A lease of at least one second.
+fn parse_lease_seconds(value: &str) -> Result<u64, String> {
+    match value.parse::<u64>() {
+        Ok(0) => Err("must be at least 1".into()),
+        Ok(seconds) => Ok(seconds),
+        Err(e) => Err(e.to_string()),
     }
 }
 

@@ -55,6 +55,9 @@ pub enum Command {
     /// The server is stopping: record that the worker is detached, tell it, and stop; the
     /// run stays in its status for a re-attach after the restart.
     Shutdown,
+    /// Another process took the run over: tell the worker attached here, if any, to
+    /// re-attach, and stop without writing (the store would refuse it).
+    Moved,
 }
 
 /// An operator's answer to a pending ask.
@@ -256,6 +259,10 @@ impl RunActor {
                     self.commit().await?;
                     self.close_session(CloseReason::Shutdown);
                 }
+                return Ok(Flow::Stop);
+            }
+            Command::Moved => {
+                self.close_session(CloseReason::Moved);
                 return Ok(Flow::Stop);
             }
         }

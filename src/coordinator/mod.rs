@@ -14,6 +14,7 @@ mod finish;
 mod lifecycle;
 mod messages;
 mod outbox;
+mod relay;
 mod restore;
 mod watch;
 
@@ -32,7 +33,7 @@ use crate::domain::query::{RunPage, RunQuery};
 use crate::domain::{Decision, Run, StallTracker, StartRequest, ToolCallResponse};
 use crate::domain::{Event, EventKind};
 use crate::policy::{CompiledProfile, ProfileRegistry, DEFAULT_PROFILE};
-use crate::store::RunStore;
+use crate::store::{Peers, RunStore};
 
 /// What a store failure is, as the coordinator reports it (`CoordinatorError::Store`).
 pub use crate::store::StoreError;
@@ -90,6 +91,8 @@ pub struct Coordinator {
 pub(crate) struct Shared {
     /// Where everything is committed.
     store: Arc<dyn RunStore>,
+    /// The other processes sharing the store (`None`: this process owns every run).
+    peers: Option<Arc<dyn Peers>>,
     /// The profiles runs may name.
     profiles: Arc<ProfileRegistry>,
     /// Wall-clock time that follows tokio's clock.
@@ -196,6 +199,7 @@ impl Coordinator {
     ) -> Result<Coordinator, StoreError> {
         let coordinator = Coordinator {
             shared: Arc::new(Shared {
+                peers: store.peers(),
                 store,
                 profiles,
                 clock: Clock::new(),
@@ -223,6 +227,7 @@ impl Coordinator {
             count += 1;
         }
         info!(runs = count, "restored live runs");
+        coordinator.serve_peers();
         Ok(coordinator)
     }
 
@@ -268,7 +273,8 @@ impl Coordinator {
         change.stall_fed();
         let (commit, events, _) = change.into_commit(Arc::new(run.clone()), None, Some(&stall));
         self.shared.store.commit(commit).await?;
-        self.shared.store.claim(&run.id, false).await?;
+        // Taken over if another process restored it in between: its creator runs it.
+        self.shared.store.claim(&run.id, true).await?;
         self.shared.publish(events);
         info!(run_id = %run.id, profile = %run.policy_profile, "run created");
         self.spawn_actor(ActorState {
@@ -392,6 +398,11 @@ impl Coordinator {
             .ok_or_else(|| CoordinatorError::NotFound(format!("run {run_id} not found")))
     }
 
+    /// Whether shutdown began.
+    fn is_closing(&self) -> bool {
+        self.shared.closing.load(Ordering::Acquire)
+    }
+
     /// The live runs this process owns now, sorted.
     pub fn owned_runs(&self) -> Vec<String> {
         let mut owned: Vec<String> = lock(&self.shared.actors)
@@ -423,8 +434,28 @@ impl Coordinator {
             .await?)
     }
 
-    /// Ends a run as cancelled by the principal named `by` and tells its worker.
+    /// Ends a run as cancelled by the principal named `by` and tells its worker; at the
+    /// process that owns the run, wherever that is.
     pub async fn cancel_run(
+        &self,
+        run_id: &str,
+        reason: String,
+        by: &str,
+    ) -> Result<Run, CoordinatorError> {
+        let relayed = relay::Relayed::Cancel {
+            reason: reason.clone(),
+            by: by.to_string(),
+        };
+        match self.cancel_here(run_id, reason, by).await {
+            Err(error) if error.is_owned_elsewhere() => {
+                self.relay(run_id, relayed).await?.into_run()
+            }
+            done => done,
+        }
+    }
+
+    /// `cancel_run` in this process.
+    async fn cancel_here(
         &self,
         run_id: &str,
         reason: String,
@@ -457,8 +488,36 @@ impl Coordinator {
 
     /// Answers a pending ask as the principal named `by`; `note` is the client's own text
     /// about who answered, kept beside the identity, never as it. The worker receives the
-    /// final decision.
+    /// final decision, from the process that owns the run, wherever that is.
     pub async fn resolve_ask(
+        &self,
+        run_id: &str,
+        call_id: &str,
+        decision: Decision,
+        reason: String,
+        by: &str,
+        note: String,
+    ) -> Result<ToolCallResponse, CoordinatorError> {
+        let relayed = relay::Relayed::Resolve {
+            call_id: call_id.to_string(),
+            decision,
+            reason: reason.clone(),
+            by: by.to_string(),
+            note: note.clone(),
+        };
+        match self
+            .resolve_here(run_id, call_id, decision, reason, by, note)
+            .await
+        {
+            Err(error) if error.is_owned_elsewhere() => {
+                self.relay(run_id, relayed).await?.into_response()
+            }
+            done => done,
+        }
+    }
+
+    /// `resolve_ask` in this process.
+    async fn resolve_here(
         &self,
         run_id: &str,
         call_id: &str,

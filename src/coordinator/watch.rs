@@ -6,6 +6,7 @@ use tokio::sync::{broadcast, mpsc};
 
 use super::{Coordinator, CoordinatorError};
 use crate::domain::{Event, EventKind};
+use crate::store::PeerNews;
 
 /// Events read from the store per round trip while replaying.
 const REPLAY_PAGE: usize = 500;
@@ -57,7 +58,10 @@ impl Coordinator {
         let (tx, rx) = mpsc::channel(WATCH_BUFFER);
         // Subscribe before the first store read so that nothing committed in between is
         // missed; duplicates are dropped by sequence number.
-        let feed = self.shared.events.subscribe();
+        let feed = Feeds {
+            local: self.shared.events.subscribe(),
+            peers: self.shared.peers.as_ref().map(|peers| peers.news()),
+        };
         let stopping = self.shared.stopping.subscribe();
         let coordinator = self.clone();
         tokio::spawn(async move {
@@ -75,7 +79,7 @@ impl Coordinator {
         &self,
         run_id: &str,
         mut next: u64,
-        mut feed: broadcast::Receiver<Arc<Event>>,
+        mut feed: Feeds,
         mut stopping: tokio::sync::watch::Receiver<bool>,
         tx: &mpsc::Sender<Result<Event, CoordinatorError>>,
     ) -> Result<(), CoordinatorError> {
@@ -145,11 +149,35 @@ impl Coordinator {
     }
 }
 
+/// What a watcher listens to: the events this process commits, and news of runs other
+/// processes sharing the store commit (only that a run grew: the events are read from the
+/// store).
+struct Feeds {
+    local: broadcast::Receiver<Arc<Event>>,
+    peers: Option<broadcast::Receiver<PeerNews>>,
+}
+
+/// Resolves when the store may hold events of `run_id` that the local feed will not
+/// bring: another process committed some, or news was missed. Never, without peers.
+async fn grown_elsewhere(peers: &mut Option<broadcast::Receiver<PeerNews>>, run_id: &str) {
+    let Some(news) = peers else {
+        return std::future::pending().await;
+    };
+    loop {
+        match news.recv().await {
+            Ok(PeerNews::Grew(run)) if &*run == run_id => return,
+            Ok(PeerNews::Unknown) | Err(broadcast::error::RecvError::Lagged(_)) => return,
+            Ok(_) => {}
+            Err(broadcast::error::RecvError::Closed) => return std::future::pending().await,
+        }
+    }
+}
+
 async fn follow_live(
     run_id: &str,
     next: &mut u64,
     end: &mut LogEnd,
-    feed: &mut broadcast::Receiver<Arc<Event>>,
+    feed: &mut Feeds,
     stopping: &mut tokio::sync::watch::Receiver<bool>,
     tx: &mpsc::Sender<Result<Event, CoordinatorError>>,
 ) -> Stop {
@@ -158,7 +186,8 @@ async fn follow_live(
     }
     loop {
         let received = tokio::select! {
-            received = feed.recv() => received,
+            received = feed.local.recv() => received,
+            () = grown_elsewhere(&mut feed.peers, run_id) => return Stop::Replay,
             () = tx.closed() => return Stop::Done,
             _ = stopping.changed() => return Stop::Shutdown,
         };

@@ -13,6 +13,8 @@ pub const DEFAULT_LISTEN: &str = "127.0.0.1:50051";
 pub const DEFAULT_DATA_DIR: &str = "./runplane-data";
 /// How long a run waits for its worker to re-attach before it fails with "worker lost".
 pub const DEFAULT_REATTACH_GRACE: Duration = Duration::from_secs(60);
+/// How long a run's lease on PostgreSQL lasts unless its server renews it.
+pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(15);
 /// Largest gRPC message accepted or sent (4 MiB, gRPC's customary default): bounds the
 /// memory one bad client can make the server hold.
 pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 4 * 1024 * 1024;
@@ -71,6 +73,9 @@ pub enum StoreConfig {
         /// Its connection string (`postgres://user:password@host:port/database`); may
         /// hold a password, so it is never printed.
         url: String,
+        /// How long a run's lease lasts unless renewed: how soon another server takes
+        /// over the runs of one that died.
+        lease_ttl: Duration,
     },
 }
 
@@ -82,7 +87,11 @@ impl std::fmt::Debug for StoreConfig {
                 .debug_struct("Sqlite")
                 .field("synchronous", synchronous)
                 .finish(),
-            StoreConfig::Postgres { .. } => f.write_str("Postgres { url: <redacted> }"),
+            StoreConfig::Postgres { lease_ttl, .. } => f
+                .debug_struct("Postgres")
+                .field("url", &"<redacted>")
+                .field("lease_ttl", lease_ttl)
+                .finish(),
         }
     }
 }

@@ -7,8 +7,9 @@ mod observe;
 mod tls;
 
 pub use config::{
-    ServeConfig, StoreConfig, TlsFiles, DEFAULT_ATTACH_TIMEOUT, DEFAULT_DATA_DIR, DEFAULT_LISTEN,
-    DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_REATTACH_GRACE, DEFAULT_SHUTDOWN_TIMEOUT,
+    ServeConfig, StoreConfig, TlsFiles, DEFAULT_ATTACH_TIMEOUT, DEFAULT_DATA_DIR,
+    DEFAULT_LEASE_TTL, DEFAULT_LISTEN, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_REATTACH_GRACE,
+    DEFAULT_SHUTDOWN_TIMEOUT,
 };
 
 use std::future::Future;
@@ -172,8 +173,9 @@ async fn open_store(
             options.observer = Some(Arc::clone(metrics) as _);
             Ok(Arc::new(SqliteStore::open(options)?))
         }
-        StoreConfig::Postgres { url } => {
-            let options = PostgresStoreOptions::new(url.clone());
+        StoreConfig::Postgres { url, lease_ttl } => {
+            let mut options = PostgresStoreOptions::new(url.clone());
+            options.lease_ttl = *lease_ttl;
             Ok(Arc::new(PostgresStore::open(options).await?))
         }
     }

@@ -8,6 +8,7 @@
 //! can be missing from the log.
 
 pub mod memory;
+mod peers;
 pub mod postgres;
 mod reply;
 mod sqlite;
@@ -23,6 +24,7 @@ use crate::domain::{Credential, Event, Run, StallTracker};
 pub use crate::domain::query::{PageCursor, RunPage, RunQuery};
 
 pub use memory::MemoryStore;
+pub use peers::{PeerCommand, PeerNews, Peers};
 pub use postgres::{PostgresStore, PostgresStoreOptions};
 pub use sqlite::{GroupObserver, SqliteStore, SqliteStoreOptions, Synchronous};
 
@@ -209,4 +211,10 @@ pub trait RunStore: Send + Sync + 'static {
     /// Revokes the operator credential named `name` that is not revoked yet, as of `at`,
     /// and returns it; `None` when there is none.
     fn revoke_credential(&self, name: &str, at: DateTime<Utc>) -> StoreFuture<Option<Credential>>;
+
+    /// The other processes sharing this store; `None` for a store only one process opens
+    /// (that process owns every run).
+    fn peers(&self) -> Option<Arc<dyn Peers>> {
+        None
+    }
 }

@@ -81,6 +81,17 @@ impl Leases {
         match row {
             Some(row) => {
                 self.lock().insert(run_id.to_string(), row.get(0));
+                if takeover {
+                    // The previous owner, if another process, stops the run's actor at
+                    // once rather than at its next write (`peers.rs`).
+                    client
+                        .execute(
+                            "SELECT pg_notify('runplane_moved', $1 || ' ' || $2)",
+                            &[&run_id, &self.owner],
+                        )
+                        .await
+                        .map_err(pg_error(&format!("run {run_id}: announce takeover")))?;
+                }
                 Ok(())
             }
             None => {
@@ -92,14 +103,16 @@ impl Leases {
         }
     }
 
-    /// Gives a run up, if this process still holds it with the epoch it claimed.
+    /// Gives a run up, if this process still holds it with the epoch it claimed: the
+    /// lease stays, owned by nobody (`''`, which no process's id is) and lapsed, so the
+    /// epoch keeps rising and a live run without a worker is found as an orphan.
     pub async fn release(&self, client: &Object, run_id: &str) -> Result<(), StoreError> {
         let Some(epoch) = self.lock().remove(run_id) else {
             return Ok(());
         };
         client
             .execute(
-                "DELETE FROM run_leases l USING runs r
+                "UPDATE run_leases l SET owner = '', expires_at = now() FROM runs r
                  WHERE r.id = $1 AND l.run_no = r.run_no AND l.owner = $2 AND l.epoch = $3",
                 &[&run_id, &self.owner, &epoch],
             )
@@ -119,6 +132,11 @@ impl Leases {
             .await
             .map_err(pg_error("renew leases"))?;
         Ok(())
+    }
+
+    /// How long a lease lasts unless renewed.
+    pub fn ttl(&self) -> Duration {
+        self.ttl
     }
 
     fn ttl_seconds(&self) -> f64 {

@@ -9,6 +9,7 @@
 
 mod credentials;
 mod lease;
+mod peers;
 mod read;
 mod schema;
 mod write;
@@ -27,7 +28,9 @@ use super::{
 };
 use crate::domain::{Credential, Run};
 use crate::store::reply::Reply;
+use crate::store::Peers;
 use lease::Leases;
+use peers::PgPeers;
 use write::Job;
 
 /// Where the database is and how the store uses it.
@@ -88,6 +91,8 @@ pub struct PostgresStore {
     writer: Mutex<Option<JoinHandle<()>>>,
     /// The runs this process owns.
     leases: Arc<Leases>,
+    /// The other processes sharing the database.
+    peers: Arc<PgPeers>,
 }
 
 impl PostgresStore {
@@ -120,6 +125,8 @@ impl PostgresStore {
                 .build()
                 .map_err(|e| StoreError::Database(format!("build connection pool: {e}")))
         };
+        // The listener's connection is one more, outside the pools.
+        let listener_config = config.clone();
         let reads = pool(options.pool_size)?;
         let writes = pool(1)?;
 
@@ -134,11 +141,13 @@ impl PostgresStore {
             reads.clone(),
             Arc::clone(&leases),
         ));
+        let peers = PgPeers::start(reads.clone(), listener_config, Arc::clone(&leases));
         Ok(PostgresStore {
             jobs: RwLock::new(Some(jobs)),
             reads,
             writer: Mutex::new(Some(writer)),
             leases,
+            peers,
         })
     }
 
@@ -290,6 +299,10 @@ impl RunStore for PostgresStore {
     fn revoke_credential(&self, name: &str, at: DateTime<Utc>) -> StoreFuture<Option<Credential>> {
         let name = name.to_string();
         self.with_client(move |client| async move { credentials::revoke(&client, &name, at).await })
+    }
+
+    fn peers(&self) -> Option<Arc<dyn Peers>> {
+        Some(Arc::new(Arc::clone(&self.peers)))
     }
 }
 

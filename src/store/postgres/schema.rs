@@ -180,6 +180,23 @@ const MIGRATIONS: &[&str] = &[
     END
     $fn$;
     "#,
+    // 2: commands from one process to the owner of a run (`peers.rs`).
+    r#"
+    -- A sender inserts a row and notifies `runplane_command`; the owner takes it (sets
+    -- taken_by, so only one process ever runs it), runs it, stores its answer and notifies
+    -- `runplane_answer`; the sender reads the answer and deletes the row. A sender that
+    -- gives up deletes its row if nobody took it, so a command runs at most once.
+    CREATE TABLE run_commands (
+        id       bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        run_id   text COLLATE "C" NOT NULL,
+        body     text NOT NULL,
+        sent_at  timestamptz NOT NULL DEFAULT now(),
+        taken_by text,                     -- the owner that took it; NULL until then
+        answer   text                      -- the owner's answer; NULL until then
+    );
+    CREATE INDEX run_commands_untaken ON run_commands (id) WHERE taken_by IS NULL;
+    CREATE INDEX run_commands_sent ON run_commands (sent_at);
+    "#,
 ];
 
 /// The latest schema version this build knows.

@@ -281,6 +281,42 @@ async fn pipeline<F: Future>(calls: impl Iterator<Item = F>) -> Vec<F::Output> {
         .collect()
 }
 
+/// One statement of a group's transaction.
+enum Call<'a> {
+    /// A commit: one `runplane_commit` call.
+    Commit(&'a EncodedCommit),
+    /// Names runs of the group, for processes that follow them (`peers.rs`).
+    Announce(&'a str),
+}
+
+/// Most bytes of one notification's payload: PostgreSQL refuses 8000 or more.
+const PAYLOAD_LIMIT: usize = 7900;
+
+/// The runs a group appends events to, space-separated, in payloads PostgreSQL accepts.
+/// Sent in the group's transaction, they are delivered when (and only if) it commits; a run
+/// whose commit is refused is named anyway, and its watchers then read nothing new.
+fn appended_payloads(group: &[Box<EncodedCommit>]) -> Vec<String> {
+    let mut named = std::collections::HashSet::new();
+    let mut payloads = Vec::new();
+    let mut payload = String::new();
+    for commit in group.iter().filter(|c| !c.seqs.is_empty()) {
+        if !named.insert(commit.run_id.as_str()) {
+            continue;
+        }
+        if payload.len() + commit.run_id.len() + 1 > PAYLOAD_LIMIT {
+            payloads.push(std::mem::take(&mut payload));
+        }
+        if !payload.is_empty() {
+            payload.push(' ');
+        }
+        payload.push_str(&commit.run_id);
+    }
+    if !payload.is_empty() {
+        payloads.push(payload);
+    }
+    payloads
+}
+
 /// Writes a group in one transaction and returns each commit's outcome, in order.
 async fn write_group(pool: &Pool, group: &[Box<EncodedCommit>]) -> Vec<Result<(), StoreError>> {
     let fail_all = |error: StoreError| -> Vec<Result<(), StoreError>> {
@@ -315,14 +351,30 @@ async fn write_group(pool: &Pool, group: &[Box<EncodedCommit>]) -> Vec<Result<()
         Err(e) => return fail_all(pg_error("begin group transaction")(e)),
     };
     let (tx_ref, statement) = (&tx, &statement);
+    let announcements = appended_payloads(group);
     let calls = group
         .iter()
-        .map(|commit| async move { tx_ref.query_one(statement, &commit.params()).await });
+        .map(|commit| Call::Commit(commit))
+        .chain(announcements.iter().map(|payload| Call::Announce(payload)))
+        .map(|call| async move {
+            match call {
+                Call::Commit(commit) => tx_ref.query_one(statement, &commit.params()).await,
+                Call::Announce(payload) => {
+                    tx_ref
+                        .query_one("SELECT pg_notify('runplane_appended', $1)", &[&payload])
+                        .await
+                }
+            }
+        });
     let answers = pipeline(calls).await;
     let mut outcomes = Vec::with_capacity(group.len());
-    for (commit, answer) in group.iter().zip(answers) {
+    for (index, answer) in answers.into_iter().enumerate() {
         match answer {
-            Ok(row) => outcomes.push(commit.outcome(&row)),
+            Ok(row) => {
+                if let Some(commit) = group.get(index) {
+                    outcomes.push(commit.outcome(&row));
+                }
+            }
             // The transaction is aborted: nothing of the group can be kept. Dropping `tx`
             // rolls it back.
             Err(e) => return fail_all(pg_error("group transaction abandoned")(e)),
