@@ -3,6 +3,8 @@
 #![allow(dead_code)]
 
 pub mod agents;
+#[path = "../store_common/postgres.rs"]
+pub mod postgres;
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -101,6 +103,8 @@ pub struct TestServer {
     pub metrics_addr: Option<std::net::SocketAddr>,
     /// The worker token of each run started through this harness, by run id.
     worker_tokens: Mutex<HashMap<String, String>>,
+    /// The PostgreSQL database the server runs on, with `RUNPLANE_TEST_STORE=postgres`.
+    _database: Option<postgres::TestDatabase>,
 }
 
 /// Settings a test may change.
@@ -139,6 +143,26 @@ impl Default for Options {
     }
 }
 
+/// With `RUNPLANE_TEST_STORE=postgres`, servers run on a fresh PostgreSQL database (the
+/// suites that use this harness then check the session rules on that store); otherwise,
+/// and for a test that brings its own store, on SQLite in the data dir.
+async fn postgres_database(
+    config: &mut ServeConfig,
+    own_store: bool,
+) -> Option<postgres::TestDatabase> {
+    if own_store || std::env::var("RUNPLANE_TEST_STORE").as_deref() != Ok("postgres") {
+        return None;
+    }
+    let database = postgres::database()
+        .await
+        .expect("RUNPLANE_TEST_STORE=postgres, but no PostgreSQL server could be started");
+    config.store = runplane::server::StoreConfig::Postgres {
+        url: database.url.clone(),
+        lease_ttl: runplane::server::DEFAULT_LEASE_TTL,
+    };
+    Some(database)
+}
+
 impl TestServer {
     pub async fn start() -> TestServer {
         TestServer::with(Options::default()).await
@@ -166,6 +190,7 @@ impl TestServer {
         if options.store.is_some() {
             config.auth = runplane::auth::AuthMode::Off;
         }
+        let database = postgres_database(&mut config, options.store.is_some()).await;
         if let Some(policy) = options.policy {
             let policy_dir = dir.path().join("policies");
             std::fs::create_dir_all(&policy_dir).unwrap();
@@ -183,6 +208,7 @@ impl TestServer {
             admin_token: String::new(),
             metrics_addr: None,
             worker_tokens: Mutex::new(HashMap::new()),
+            _database: database,
         };
         server.boot().await;
         server
