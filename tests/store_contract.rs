@@ -730,9 +730,15 @@ async fn get_run_and_stall_reads_the_last_committed_tracker(store: Arc<dyn RunSt
     assert_eq!(stall, tracker);
 
     assert!(tracker.record_step("Read", true, "same"));
+    let read_version = run.version;
     run.transition(Status::Failed, at(9)).unwrap();
     store
-        .commit(change(&mut run, vec![], Some(tracker.clone())))
+        .commit(Commit {
+            run: Arc::new(run.clone()),
+            expected_version: Some(read_version),
+            events: vec![],
+            stall: Some(tracker.clone()),
+        })
         .await
         .unwrap();
     assert_eq!(
