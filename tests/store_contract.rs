@@ -66,6 +66,7 @@ contract!(
     credentials_are_stored_found_and_revoked,
     the_store_lets_go_of_the_run_before_it_answers,
     pending_asks_follow_the_log,
+    get_run_and_stall_reads_the_last_committed_tracker,
 );
 
 /// What a commit refused as `StoreError::Invalid` was refused for, as "run ID: detail".
@@ -701,4 +702,48 @@ async fn pending_asks_follow_the_log(store: Arc<dyn RunStore>) {
         [("run-22".into(), "c".into())]
     );
     assert_eq!(pending(&store, Some("nobody")).await, []);
+}
+
+/// GetRun's read: the run with the tracker of its last commit that carried one, also once
+/// the run is over (where `live_run` has nothing).
+async fn get_run_and_stall_reads_the_last_committed_tracker(store: Arc<dyn RunStore>) {
+    let mut run = new_run("run-1", "task", "proj", "agent", at(0));
+    store.commit(create(&run, vec![])).await.unwrap();
+    assert_eq!(
+        store.get_run_and_stall("run-1").await.unwrap(),
+        Some((run.clone(), None))
+    );
+
+    let mut tracker = StallTracker::new(3);
+    assert!(!tracker.record_step("Read", true, "same"));
+    assert!(!tracker.record_step("Read", true, "same"));
+    store
+        .commit(change(&mut run, vec![], Some(tracker.clone())))
+        .await
+        .unwrap();
+    // A commit without a tracker keeps the one before.
+    store.commit(change(&mut run, vec![], None)).await.unwrap();
+    let (read, stall) = store.get_run_and_stall("run-1").await.unwrap().unwrap();
+    assert_eq!(read, run);
+    let stall = stall.unwrap();
+    assert_eq!((stall.consecutive(), stall.threshold()), (2, 3));
+    assert_eq!(stall, tracker);
+
+    assert!(tracker.record_step("Read", true, "same"));
+    let read_version = run.version;
+    run.transition(Status::Failed, at(9)).unwrap();
+    store
+        .commit(Commit {
+            run: Arc::new(run.clone()),
+            expected_version: Some(read_version),
+            events: vec![],
+            stall: Some(tracker.clone()),
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        store.get_run_and_stall("run-1").await.unwrap(),
+        Some((run, Some(tracker)))
+    );
+    assert_eq!(store.get_run_and_stall("nope").await.unwrap(), None);
 }

@@ -99,6 +99,8 @@ function askRow(ask: PendingAsk, canAnswer: boolean, answered: () => void): Row 
     ...(request?.paths.length ? pair("paths", h("code", { class: "exact" }, request.paths.join("\n"))) : []),
     ...(request?.url ? pair("url", h("code", { class: "exact" }, request.url)) : []),
     ...(request?.input ? pair("input", h("code", { class: "exact" }, request.input)) : []),
+    ...pair("rule", ruleOf(ask)),
+    ...(ask.part ? pair("part", h("code", { class: "exact part" }, ask.part)) : []),
     ...pair("why", h("span", { class: "reason" }, ask.reason)),
     ...pair("asked", when(ask.askedAt)),
   );
@@ -112,6 +114,18 @@ function askRow(ask: PendingAsk, canAnswer: boolean, answered: () => void): Row 
   );
   if (canAnswer) element.append(answerForm(runId, callId, answered));
   return { element, deadline: millis(ask.deadline), countdown };
+}
+
+/** Which rule sent the call to a person: its index and, when the server has it, its text
+ * as the policy file writes it; or the profile's mode, when no rule matched. */
+function ruleOf(ask: PendingAsk): HTMLElement {
+  if (ask.ruleIndex === undefined) return h("span", { class: "rule-index" }, "no rule matched: the profile's mode asks");
+  return h(
+    "div",
+    { class: "rule" },
+    h("span", { class: "rule-index" }, `rules[${ask.ruleIndex}]`),
+    ask.rule ? h("pre", { class: "exact rule-text" }, ask.rule.trimEnd()) : null,
+  );
 }
 
 function pair(name: string, value: Node | string): Node[] {

@@ -68,12 +68,20 @@ export function field(label: string, name: string, value = ""): [HTMLLabelElemen
   return [h("label", {}, h("span", {}, label), input), input];
 }
 
-/** A progress bar of `used` against `limit` (no limit: the value alone). */
-export function bar(label: string, used: number, limit: number, unit: (n: number) => string): HTMLElement {
-  const text = limit > 0 ? `${unit(used)} of ${unit(limit)}` : `${unit(used)} (no limit)`;
+/** A progress bar of `used` against `limit` (no limit: the value alone), `note` after its
+ * figures; `data-bar` holds the label, so a test or a stylesheet can pick one bar. */
+export function bar(label: string, used: number, limit: number, unit: (n: number) => string, note = ""): HTMLElement {
+  const figures = limit > 0 ? `${unit(used)} of ${unit(limit)}` : `${unit(used)} (no limit)`;
+  const text = note ? `${figures} · ${note}` : figures;
   const meter = h("progress", { max: String(limit > 0 ? limit : 1), value: String(limit > 0 ? Math.min(used, limit) : 0) });
   const over = limit > 0 && used >= limit * 0.8;
-  return h("div", { class: over ? "bar near" : "bar" }, h("span", { class: "bar-label" }, label), meter, h("span", { class: "bar-text" }, text));
+  return h(
+    "div",
+    { class: over ? "bar near" : "bar", "data-bar": label },
+    h("span", { class: "bar-label" }, label),
+    meter,
+    h("span", { class: "bar-text" }, text),
+  );
 }
 
 /** A message line for errors and notices. */

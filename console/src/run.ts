@@ -1,15 +1,19 @@
-// #/runs/{id}: the run's fields, steps, cost and time against its profile's limits, and its
-// event timeline, live: WatchRun (a server stream over gRPC-Web) replays the log from the
-// start and follows it until the run ends. The run itself is read again every POLL_MS for
-// its counters. An operator may cancel it with a reason.
+// #/runs/{id}: the run's fields, steps, cost and time against its profile's limits, the
+// stall tracker's count against its threshold, and its event timeline, live: WatchRun (a
+// server stream over gRPC-Web) replays the log from the start and follows it until the run
+// ends. The run itself is read again every POLL_MS, and at once when a result or a stall
+// arrives on the stream (the events do not carry the stall count; GetRun does). An operator
+// may cancel it with a reason.
 
 import type { TerminationCondition } from "../gen/runplane/v1/policy_pb.js";
-import type { Run } from "../gen/runplane/v1/run_pb.js";
+import type { Run, RunStall } from "../gen/runplane/v1/run_pb.js";
 import type { RunEvent } from "../gen/runplane/v1/run_service_pb.js";
 import { currentRole, demote, describe, finished, isDenied, millis, policy, runs, span, statusName, when } from "./api.js";
 import { bar, button, h, notice, replace } from "./dom.js";
 
 const POLL_MS = 2000;
+/** The events after which the run's counters (steps, cost, stall) have moved. */
+const COUNTED = new Set(["run.toolcall.result", "run.stall_detected"]);
 /** After a stream error, wait this long before watching again (from the next seq). */
 const REWATCH_MS = 2000;
 
@@ -37,8 +41,18 @@ export function renderRun(root: HTMLElement, runId: string): () => void {
   let termination: TerminationCondition | undefined;
   let profileAsked = false;
   let actionsFor: string | undefined;
+  // One GetRun at a time: a read asked for while one is under way runs once it is done,
+  // so a burst of events (the replay of a long log) costs two reads, not one per event.
+  let loading = false;
+  let again = false;
 
   const load = async () => {
+    if (loading) {
+      again = true;
+      return;
+    }
+    loading = true;
+    window.clearTimeout(timer);
     try {
       const run = await runs.getRun({ runId });
       if (stopped) return;
@@ -62,7 +76,14 @@ export function renderRun(root: HTMLElement, runId: string): () => void {
     } catch (err) {
       if (!stopped) replace(message, notice(describe(err)));
     }
-    if (!stopped) timer = window.setTimeout(load, POLL_MS);
+    loading = false;
+    if (stopped) return;
+    if (again) {
+      again = false;
+      void load();
+    } else {
+      timer = window.setTimeout(load, POLL_MS);
+    }
   };
 
   let nextSeq = 1n;
@@ -73,6 +94,7 @@ export function renderRun(root: HTMLElement, runId: string): () => void {
         for await (const event of runs.watchRun({ runId, fromSeq: nextSeq }, { signal: abort.signal })) {
           nextSeq = event.seq + 1n;
           timeline.append(eventItem(event));
+          if (COUNTED.has(event.type)) void load();
         }
         replace(streamState, "the run has ended");
         return;
@@ -119,7 +141,17 @@ function showLimits(limits: HTMLElement, run: Run, termination: TerminationCondi
     bar("steps", run.stepCount, termination?.maxSteps ?? 0, String),
     bar("cost", run.costUsd, termination?.maxCost ?? 0, (n) => `$${n.toFixed(2)}`),
     bar("time", elapsed, Number(termination?.timeoutSeconds ?? 0n), span),
+    run.stall ? stallBar(run.stall, termination) : null,
   );
+}
+
+/** Consecutive results without progress against the threshold. With the profile's stall
+ * detection off the run is not ended at the threshold, and the bar says so. */
+function stallBar(stall: RunStall, termination: TerminationCondition | undefined): HTMLElement {
+  const notes: string[] = [];
+  if (stall.detected) notes.push("stalled");
+  if (termination && !termination.stallDetection) notes.push("detection off");
+  return bar("stall", stall.count, stall.threshold, String, notes.join(", "));
 }
 
 /** One event: its number, time, type and every attribute, each as text. */

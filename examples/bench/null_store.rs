@@ -5,7 +5,7 @@
 use std::future::ready;
 
 use chrono::{DateTime, Utc};
-use runplane::domain::{Credential, Event, Run};
+use runplane::domain::{Credential, Event, Run, StallTracker};
 use runplane::store::{Commit, CommitDone, RunPage, RunQuery, RunStore, StoreFuture, StoredRun};
 
 /// Answers every commit with success at once and every read with nothing. It keeps no
@@ -23,6 +23,10 @@ impl RunStore for NullStore {
     }
 
     fn get_run(&self, _run_id: &str) -> StoreFuture<Option<Run>> {
+        Box::pin(ready(Ok(None)))
+    }
+
+    fn get_run_and_stall(&self, _run_id: &str) -> StoreFuture<Option<(Run, Option<StallTracker>)>> {
         Box::pin(ready(Ok(None)))
     }
 

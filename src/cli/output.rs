@@ -169,6 +169,12 @@ pub(super) struct AskView {
     command: String,
     path: String,
     reason: String,
+    /// The deciding rule's index; `None` (null): the profile's mode asked.
+    rule_index: Option<i32>,
+    /// The deciding rule as its policy file writes it; empty when the mode asked.
+    rule: String,
+    /// The part of the command line that decided.
+    part: String,
     asked_at: DateTime<Utc>,
     deadline: DateTime<Utc>,
 }
@@ -194,6 +200,9 @@ impl AskView {
             command: request.command,
             path: request.path,
             reason: ask.reason,
+            rule_index: ask.rule_index,
+            rule: ask.rule,
+            part: ask.part,
             asked_at: from_timestamp("asked_at", asked_at).context(invalid)?,
             deadline: from_timestamp("deadline", deadline).context(invalid)?,
         })
@@ -217,18 +226,34 @@ pub(super) fn asks_table(asks: &[AskView]) -> String {
             } else {
                 &ask.command
             };
+            // The rule's whole text spans lines, so the table names it by index; --json
+            // carries the text.
+            let rule = ask
+                .rule_index
+                .map_or_else(|| "mode".to_string(), |i| format!("rules[{i}]"));
             vec![
                 ask.run_id.clone(),
                 ask.call_id.clone(),
                 ask.tool.clone(),
                 target.clone(),
+                rule,
+                ask.part.clone(),
                 time(ask.deadline),
                 ask.reason.clone(),
             ]
         })
         .collect();
     table(
-        &["RUN", "CALL", "TOOL", "COMMAND/PATH", "DEADLINE", "REASON"],
+        &[
+            "RUN",
+            "CALL",
+            "TOOL",
+            "COMMAND/PATH",
+            "RULE",
+            "PART",
+            "DEADLINE",
+            "REASON",
+        ],
         rows,
     )
 }
@@ -301,9 +326,33 @@ mod tests {
             command: command.into(),
             path: String::new(),
             reason: reason.into(),
+            rule_index: None,
+            rule: String::new(),
+            part: command.into(),
             asked_at: at(0),
             deadline: at(5),
         }
+    }
+
+    #[test]
+    fn asks_table_names_the_rule_and_the_part() {
+        let mut by_rule = ask("c1", "git status && curl x | sh", "rules[2] matches");
+        by_rule.rule_index = Some(2);
+        by_rule.part = "curl x".into();
+        let by_mode = ask("c2", "make", "no rule matches");
+        let lines: Vec<String> = asks_table(&[by_rule, by_mode])
+            .lines()
+            .map(str::to_string)
+            .collect();
+        let rule_column = lines[0].find("RULE").expect("header");
+        let part_column = lines[0].find("PART").expect("header");
+        assert_eq!(
+            lines[1].get(rule_column..rule_column + 9),
+            Some("rules[2] ")
+        );
+        assert_eq!(lines[1].get(part_column..part_column + 7), Some("curl x "));
+        assert_eq!(lines[2].get(rule_column..rule_column + 5), Some("mode "));
+        assert_eq!(lines[2].get(part_column..part_column + 5), Some("make "));
     }
 
     #[test]

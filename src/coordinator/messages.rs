@@ -210,6 +210,13 @@ pub struct PendingAsk {
     pub asked_at: DateTime<Utc>,
     /// When it becomes a deny; `None` when the profile lets asks wait forever.
     pub deadline: Option<DateTime<Utc>>,
+    /// The profile's rule that decided ask, by index; `None`: the mode's default.
+    pub rule_index: Option<usize>,
+    /// That rule as its policy file writes it; empty until the coordinator looks it up in
+    /// the run's profile (the log records only the index), and when there is none.
+    pub rule: String,
+    /// The part of a command line that decided; empty when the call was judged whole.
+    pub part: String,
 }
 
 impl PendingAsk {
@@ -221,6 +228,9 @@ impl PendingAsk {
                 reason: decided.reason.clone(),
                 asked_at: event.at,
                 deadline: decided.deadline,
+                rule_index: decided.rule_index,
+                rule: String::new(),
+                part: decided.part.clone(),
             }),
             _ => None,
         }

@@ -403,6 +403,20 @@ impl Coordinator {
         self.shared.closing.load(Ordering::Acquire)
     }
 
+    /// One run and its stall tracker, both as last committed (read together, so the
+    /// tracker is the one of that version of the run); the tracker is `None` when the
+    /// store holds none for the run.
+    pub async fn get_run_and_stall(
+        &self,
+        run_id: &str,
+    ) -> Result<(Run, Option<StallTracker>), CoordinatorError> {
+        self.shared
+            .store
+            .get_run_and_stall(run_id)
+            .await?
+            .ok_or_else(|| CoordinatorError::NotFound(format!("run {run_id} not found")))
+    }
+
     /// The live runs this process owns now, sorted.
     pub fn owned_runs(&self) -> Vec<String> {
         let mut owned: Vec<String> = lock(&self.shared.actors)
@@ -473,7 +487,7 @@ impl Coordinator {
         run_id: Option<&str>,
     ) -> Result<Vec<PendingAsk>, CoordinatorError> {
         let asked = self.shared.store.pending_asks(run_id).await?;
-        asked
+        let mut asks = asked
             .iter()
             .map(|event| {
                 PendingAsk::from_event(event).ok_or_else(|| {
@@ -483,7 +497,40 @@ impl Coordinator {
                     ))
                 })
             })
-            .collect()
+            .collect::<Result<Vec<_>, _>>()?;
+        self.add_rules(&mut asks).await?;
+        Ok(asks)
+    }
+
+    /// Fills in each ask's rule text from its run's profile: the log records only the
+    /// rule's index, and the profile is the one place its text is. One read per run with
+    /// an ask decided by a rule; a run gone or a profile no longer loaded leaves the text
+    /// empty rather than failing the whole list.
+    async fn add_rules(&self, asks: &mut [PendingAsk]) -> Result<(), CoordinatorError> {
+        let mut profiles: HashMap<String, Option<Arc<CompiledProfile>>> = HashMap::new();
+        for ask in asks.iter_mut() {
+            let Some(index) = ask.rule_index else {
+                continue;
+            };
+            let run_id = &ask.request.run_id;
+            if !profiles.contains_key(run_id) {
+                let profile = self
+                    .shared
+                    .store
+                    .get_run(run_id)
+                    .await?
+                    .and_then(|run| self.shared.profiles.get(&run.policy_profile));
+                profiles.insert(run_id.clone(), profile);
+            }
+            let rule = profiles
+                .get(run_id)
+                .and_then(Option::as_ref)
+                .and_then(|profile| profile.profile().rules.get(index));
+            if let Some(rule) = rule {
+                ask.rule = crate::policy::rule_to_toml(rule);
+            }
+        }
+        Ok(())
     }
 
     /// Answers a pending ask as the principal named `by`; `note` is the client's own text

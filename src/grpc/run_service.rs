@@ -16,7 +16,7 @@ use crate::coordinator::{Coordinator, PendingAsk};
 use crate::domain::query::{PageCursor, RunQuery};
 use crate::domain::{Principal, Run, StartRequest};
 use crate::grpc::access::principal;
-use crate::grpc::convert::{bounded, decision_from_proto, status_from_proto};
+use crate::grpc::convert::{self, bounded, decision_from_proto, status_from_proto};
 use crate::grpc::pb;
 
 /// Runs per page when the request leaves page_size at 0.
@@ -168,10 +168,13 @@ impl pb::run_service_server::RunService for RunApi {
         request: Request<pb::GetRunRequest>,
     ) -> Result<Response<pb::Run>, Status> {
         let principal = principal(&request)?;
-        let run = self
-            .visible_run(&principal, &request.into_inner().run_id)
-            .await?;
-        Ok(Response::new(pb::Run::from(&run)))
+        let run_id = request.into_inner().run_id;
+        required("run_id", &run_id)?;
+        let (run, stall) = self.coordinator.get_run_and_stall(&run_id).await?;
+        if !principal.sees(&run) {
+            return Err(Status::not_found(format!("run {run_id} not found")));
+        }
+        Ok(Response::new(convert::run_with_stall(&run, stall.as_ref())))
     }
 
     async fn list_runs(

@@ -45,4 +45,4 @@ pub use profile::{
     PermissionRule, PolicyMode, PolicyProfile, QualityGate, TerminationCondition, ToolSpecifier,
     UnknownMode, DEFAULT_ASK_TIMEOUT_SECONDS,
 };
-pub use render::profile_to_toml;
+pub use render::{profile_to_toml, rule_to_toml};

@@ -73,6 +73,13 @@ fn write_test(out: &mut String, test: &PolicyTest) {
     }
 }
 
+/// One rule as the policy file writes it: a `[[rules]]` table, one line per key.
+pub fn rule_to_toml(rule: &PermissionRule) -> String {
+    let mut out = String::new();
+    write_rule(&mut out, rule);
+    out
+}
+
 fn write_rule(out: &mut String, rule: &PermissionRule) {
     let s = &rule.specifier;
     let _ = writeln!(out, "[[rules]]");

@@ -293,6 +293,15 @@ impl RunStore for MemoryStore {
         ready(Ok(self.lock().runs.get(run_id).map(|s| s.run.clone())))
     }
 
+    fn get_run_and_stall(&self, run_id: &str) -> StoreFuture<Option<(Run, Option<StallTracker>)>> {
+        let state = self.lock();
+        let found = state
+            .runs
+            .get(run_id)
+            .map(|s| (s.run.clone(), s.stall.clone()));
+        ready(Ok(found))
+    }
+
     fn list_runs(&self, query: RunQuery) -> StoreFuture<RunPage> {
         ready(Ok(self.lock().list_runs(&query)))
     }

@@ -181,6 +181,10 @@ pub trait RunStore: Send + Sync + 'static {
     /// One run by id.
     fn get_run(&self, run_id: &str) -> StoreFuture<Option<Run>>;
 
+    /// One run by id with its stall tracker as last committed (`None`: none was stored),
+    /// read together so that the tracker belongs to that version of the run.
+    fn get_run_and_stall(&self, run_id: &str) -> StoreFuture<Option<(Run, Option<StallTracker>)>>;
+
     /// Runs matching a query, newest first.
     fn list_runs(&self, query: RunQuery) -> StoreFuture<RunPage>;
 

@@ -151,6 +151,6 @@ pub use access::role_from_proto;
 pub use policy::policy_mode_from_proto;
 pub use run::{
     bounded_paths, decision_from_proto, deliver_mode_from_proto, exec_mode_from_proto,
-    status_from_proto, MAX_PATHS,
+    run_with_stall, status_from_proto, MAX_PATHS,
 };
 pub use session::{coordinator_message, session_error, worker_input};

@@ -7,8 +7,8 @@ use super::{
     timestamp, ConvertError,
 };
 use crate::domain::{
-    Decision, DeliverMode, ExecMode, Run, StartRequest, Status, ToolCallRequest, ToolCallResponse,
-    ToolCallResult,
+    Decision, DeliverMode, ExecMode, Run, StallTracker, StartRequest, Status, ToolCallRequest,
+    ToolCallResponse, ToolCallResult,
 };
 use crate::grpc::pb;
 
@@ -132,6 +132,26 @@ impl From<&Run> for pb::Run {
             completed_at: run.completed_at.map(timestamp),
             created_at: Some(timestamp(run.created_at)),
             updated_at: Some(timestamp(run.updated_at)),
+            // Only GetRun reads the tracker with the run (`run_with_stall`).
+            stall: None,
+        }
+    }
+}
+
+/// The run as GetRun answers it: with its stall tracker, when one is stored.
+pub fn run_with_stall(run: &Run, stall: Option<&StallTracker>) -> pb::Run {
+    pb::Run {
+        stall: stall.map(pb::RunStall::from),
+        ..pb::Run::from(run)
+    }
+}
+
+impl From<&StallTracker> for pb::RunStall {
+    fn from(stall: &StallTracker) -> pb::RunStall {
+        pb::RunStall {
+            count: stall.consecutive(),
+            threshold: stall.threshold(),
+            detected: stall.is_stalled(),
         }
     }
 }

@@ -177,6 +177,10 @@ impl From<&PendingAsk> for pb::PendingAsk {
             reason: ask.reason.clone(),
             asked_at: Some(timestamp(ask.asked_at)),
             deadline: ask.deadline.map(timestamp),
+            // A profile of more than i32::MAX rules cannot be loaded.
+            rule_index: ask.rule_index.and_then(|i| i32::try_from(i).ok()),
+            rule: ask.rule.clone(),
+            part: ask.part.clone(),
         }
     }
 }

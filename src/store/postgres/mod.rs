@@ -26,7 +26,7 @@ use tokio::task::JoinHandle;
 use super::{
     Commit, CommitDone, Event, RunPage, RunQuery, RunStore, StoreError, StoreFuture, StoredRun,
 };
-use crate::domain::{Credential, Run};
+use crate::domain::{Credential, Run, StallTracker};
 use crate::store::reply::Reply;
 use crate::store::Peers;
 use lease::Leases;
@@ -250,6 +250,13 @@ impl RunStore for PostgresStore {
     fn get_run(&self, run_id: &str) -> StoreFuture<Option<Run>> {
         let run_id = run_id.to_string();
         self.with_client(move |client| async move { read::get_run(&client, &run_id).await })
+    }
+
+    fn get_run_and_stall(&self, run_id: &str) -> StoreFuture<Option<(Run, Option<StallTracker>)>> {
+        let run_id = run_id.to_string();
+        self.with_client(
+            move |client| async move { read::get_run_and_stall(&client, &run_id).await },
+        )
     }
 
     fn list_runs(&self, query: RunQuery) -> StoreFuture<RunPage> {

@@ -26,6 +26,34 @@ pub(super) async fn get_run(client: &Object, run_id: &str) -> Result<Option<Run>
     row.map(|row| decode_run(run_id, row.get(0))).transpose()
 }
 
+/// One run and its stall tracker, from one row: a commit writes both in one statement.
+pub(super) async fn get_run_and_stall(
+    client: &Object,
+    run_id: &str,
+) -> Result<Option<(Run, Option<StallTracker>)>, StoreError> {
+    let statement = client
+        .prepare_cached("SELECT run_json, stall_json FROM runs WHERE id = $1")
+        .await
+        .map_err(pg_error("prepare read run"))?;
+    let row = client
+        .query_opt(&statement, &[&run_id])
+        .await
+        .map_err(pg_error(&format!("run {run_id}: read")))?;
+    let Some(row) = row else { return Ok(None) };
+    let run = decode_run(run_id, row.get(0))?;
+    let stall = decode_stall(run_id, row.get(1))?;
+    Ok(Some((run, stall)))
+}
+
+/// A stored stall tracker, `None` when none was stored.
+fn decode_stall(run_id: &str, json: Option<&str>) -> Result<Option<StallTracker>, StoreError> {
+    json.map(|json| {
+        serde_json::from_str::<StallTracker>(json)
+            .map_err(|e| StoreError::corrupt_run(run_id, None, format!("stall tracker: {e}")))
+    })
+    .transpose()
+}
+
 /// Newest first by `(created_at, id)`; one row more than the page is fetched to learn
 /// whether another page exists. Task, project and agent are matched as the run was
 /// created, status and team as it is now (the columns the writer keeps up to date), as
@@ -215,13 +243,7 @@ pub(super) async fn live_runs(
         let run_no: i64 = row.get(0);
         let id: &str = row.get(1);
         let run = decode_run(id, row.get(2))?;
-        let stall = row
-            .get::<_, Option<&str>>(3)
-            .map(|json| {
-                serde_json::from_str::<StallTracker>(json)
-                    .map_err(|e| StoreError::corrupt_run(id, None, format!("stall tracker: {e}")))
-            })
-            .transpose()?;
+        let stall = decode_stall(id, row.get(3))?;
         let events = logs
             .remove(&run_no)
             .unwrap_or_default()

@@ -30,7 +30,7 @@ use tokio::sync::oneshot;
 use super::{
     Commit, CommitDone, Event, RunPage, RunQuery, RunStore, StoreError, StoreFuture, StoredRun,
 };
-use crate::domain::{Credential, Run};
+use crate::domain::{Credential, Run, StallTracker};
 use crate::store::reply::Reply;
 use read::ReadPool;
 use writer::Job;
@@ -340,6 +340,11 @@ impl RunStore for SqliteStore {
     fn get_run(&self, run_id: &str) -> StoreFuture<Option<Run>> {
         let run_id = run_id.to_string();
         self.read(move |conn| read::get_run(conn, &run_id))
+    }
+
+    fn get_run_and_stall(&self, run_id: &str) -> StoreFuture<Option<(Run, Option<StallTracker>)>> {
+        let run_id = run_id.to_string();
+        self.read(move |conn| read::get_run_and_stall(conn, &run_id))
     }
 
     fn list_runs(&self, query: RunQuery) -> StoreFuture<RunPage> {

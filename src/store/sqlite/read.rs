@@ -64,17 +64,55 @@ impl ReadPool {
 }
 
 pub(super) fn get_run(conn: &mut Connection, run_id: &str) -> Result<Option<Run>, StoreError> {
+    Ok(run_and_stall_json(conn, run_id)?.map(|(run, _)| run))
+}
+
+/// One run and its stall tracker, read in one transaction.
+pub(super) fn get_run_and_stall(
+    conn: &mut Connection,
+    run_id: &str,
+) -> Result<Option<(Run, Option<StallTracker>)>, StoreError> {
+    let Some((run, stall_json)) = run_and_stall_json(conn, run_id)? else {
+        return Ok(None);
+    };
+    let stall = decode_stall(run_id, stall_json)?;
+    Ok(Some((run, stall)))
+}
+
+/// One run and its stall tracker's JSON (the journal's where newer), in one transaction;
+/// the JSON is left undecoded for `get_run`, which does not need it.
+fn run_and_stall_json(
+    conn: &mut Connection,
+    run_id: &str,
+) -> Result<Option<(Run, Option<String>)>, StoreError> {
     let tx = conn.transaction().map_err(db_err("begin read"))?;
-    let row: Option<RunRow> = tx
+    let row: Option<(RunRow, Option<String>)> = tx
         .prepare_cached(&format!(
-            "SELECT {RUN_COLUMNS} FROM {RUN_TABLES} WHERE id = ?1"
+            "SELECT {RUN_COLUMNS}, stall_json FROM {RUN_TABLES} WHERE id = ?1"
         ))
-        .and_then(|mut stmt| stmt.query_row([run_id], RunRow::read).optional())
+        .and_then(|mut stmt| {
+            stmt.query_row([run_id], |r| Ok((RunRow::read(r)?, r.get(7)?)))
+                .optional()
+        })
         .map_err(db_err(&format!("run {run_id}: read")))?;
-    let Some(row) = row else { return Ok(None) };
+    let Some((row, stall_json)) = row else {
+        return Ok(None);
+    };
     let pending = journal_progress(&tx, Some(row.run_no))
         .map_err(db_err(&format!("run {run_id}: read journal progress")))?;
-    row.decode(&pending).map(Some)
+    let stall_json = pending
+        .stall(row.run_no, row.progress.version)
+        .or(stall_json);
+    Ok(Some((row.decode(&pending)?, stall_json)))
+}
+
+/// A stored stall tracker, `None` when none was stored.
+fn decode_stall(run_id: &str, json: Option<String>) -> Result<Option<StallTracker>, StoreError> {
+    json.map(|json| {
+        serde_json::from_str::<StallTracker>(&json)
+            .map_err(|e| StoreError::corrupt_run(run_id, None, format!("stall tracker: {e}")))
+    })
+    .transpose()
 }
 
 /// Newest first by `(created_at, id)`; one row more than the page is fetched to learn
@@ -268,12 +306,7 @@ pub(super) fn live_runs(
         let stall_json = pending.stall(run_no, row.progress.version).or(stall_json);
         let run = row.decode(&pending)?;
         let id = &run.id;
-        let stall = stall_json
-            .map(|json| {
-                serde_json::from_str::<StallTracker>(&json)
-                    .map_err(|e| StoreError::corrupt_run(id, None, format!("stall tracker: {e}")))
-            })
-            .transpose()?;
+        let stall = decode_stall(id, stall_json)?;
         let events = run_log(&tx, run_no, 0, usize::MAX)
             .map_err(db_err(&format!("run {id}: read log")))?
             .into_iter()
