@@ -27,9 +27,9 @@ pub fn replay_request(
         _ => return Err(ConvertError::Required { field: "candidate" }),
     };
     let non_empty = |field, s: String| -> Result<Option<String>, ConvertError> {
-        Ok((!s.is_empty())
+        (!s.is_empty())
             .then(|| at_most(field, s, MAX_ID_BYTES))
-            .transpose()?)
+            .transpose()
     };
     let filter = ReplayFilter {
         project_id: non_empty("project_id", request.project_id)?,
