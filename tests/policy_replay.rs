@@ -395,11 +395,12 @@ async fn a_stricter_profile_changes_exactly_the_calls_it_should_offline_and_onli
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_recorded_profile_changes_nothing_and_exits_zero() {
-    let Recorded { server, .. } = record().await;
+    let Recorded {
+        mut server, red, ..
+    } = record().await;
     let data_dir = server.dir.path().join("data");
     let policy_dir = server.dir.path().join("policies");
-
-    let offline = runplane(args(&[
+    let offline_args = args(&[
         "policy",
         "replay",
         "--profile",
@@ -408,17 +409,34 @@ async fn the_recorded_profile_changes_nothing_and_exits_zero() {
         policy_dir.to_str().unwrap(),
         "--data-dir",
         data_dir.to_str().unwrap(),
-    ]))
-    .await;
+    ]);
+    let no_change =
+        "no change: 6 calls judged again in 2 runs (0 never judged by the policy, left out)\n";
+
+    let offline = runplane(offline_args.clone()).await;
     assert_eq!(
         offline.status.code(),
         Some(0),
         "{}",
         String::from_utf8_lossy(&offline.stderr)
     );
+    assert_eq!(String::from_utf8_lossy(&offline.stdout), no_change);
+
+    // With the server stopped too (its WAL checkpointed away), and the server starts on
+    // the data directory again after it.
+    server.stop().await;
+    let stopped = runplane(offline_args).await;
     assert_eq!(
-        String::from_utf8_lossy(&offline.stdout),
-        "no change: 6 calls judged again in 2 runs (0 never judged by the policy, left out)\n"
+        stopped.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&stopped.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&stopped.stdout), no_change);
+    server.restart().await;
+    assert_eq!(
+        status(&server.get_run(&red).await),
+        pb::RunStatus::Completed
     );
 
     // By name, online: the server's own profile of that name.
