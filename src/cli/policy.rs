@@ -50,6 +50,11 @@ pub enum PolicyCommand {
     Import(super::policy_import::ImportSource),
     /// Judge the recorded tool calls of past runs again under a candidate profile and
     /// print what would change: exit 0 when nothing would, 3 when something would.
+    ///
+    /// With --data-dir the data directory's SQLite database is read (read-only, beside a
+    /// server using it); without it the server named by --server is asked
+    /// (`PolicyService.Replay`, operator role). Exits 2 for a bad profile or option, 1
+    /// when the replay fails. docs/POLICY.md ("Replay") has the details.
     Replay(Box<super::policy_replay::ReplayArgs>),
 }
 
