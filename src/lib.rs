@@ -8,6 +8,7 @@ pub mod domain;
 pub mod grpc;
 pub mod metrics;
 pub mod policy;
+pub mod replay;
 pub mod server;
 pub mod store;
 pub mod webhook;

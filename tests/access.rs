@@ -27,6 +27,7 @@ enum Rpc {
     ListProfiles,
     GetProfile,
     Evaluate,
+    Replay,
     CreateToken,
     ListTokens,
     RevokeToken,
@@ -36,7 +37,7 @@ enum Rpc {
 }
 
 /// The order cells run in: reads first, then what changes state.
-const RPCS: [Rpc; 18] = [
+const RPCS: [Rpc; 19] = [
     Rpc::Health,
     Rpc::Reflection,
     Rpc::GetRun,
@@ -48,6 +49,7 @@ const RPCS: [Rpc; 18] = [
     Rpc::ListProfiles,
     Rpc::GetProfile,
     Rpc::Evaluate,
+    Rpc::Replay,
     Rpc::ListTokens,
     Rpc::CreateToken,
     Rpc::RevokeToken,
@@ -103,7 +105,8 @@ fn expected(who: Who, rpc: Rpc) -> Code {
             | Evaluate
             | Reflection
     );
-    let writes = matches!(rpc, ResolveAsk | StartRun | CancelRun);
+    // Replay changes nothing, but judges whole histories: operators only.
+    let writes = matches!(rpc, ResolveAsk | StartRun | CancelRun | Replay);
     if rpc == Health {
         return Code::Ok;
     }
@@ -121,9 +124,8 @@ fn expected(who: Who, rpc: Rpc) -> Code {
         Who::Admin => Code::Ok,
         Who::OtherTeamOperator => match rpc {
             // Lists answer, without the other team's runs (checked separately).
-            ListRuns | ListPendingAsks | ListProfiles | GetProfile | Evaluate | Reflection => {
-                Code::Ok
-            }
+            ListRuns | ListPendingAsks | ListProfiles | GetProfile | Evaluate | Replay
+            | Reflection => Code::Ok,
             GetRun | WatchRun | ListRunEvents | ListPendingAsksOfRun | ResolveAsk | CancelRun => {
                 Code::NotFound
             }
@@ -302,6 +304,21 @@ async fn call(server: &TestServer, fx: &Fixture, rpc: Rpc) -> Code {
             })
             .await
             .map(drop),
+        Rpc::Replay => match policy
+            .replay(pb::ReplayRequest {
+                candidate: Some(pb::replay_request::Candidate::ProfileName("asks".into())),
+                ..Default::default()
+            })
+            .await
+        {
+            // The last message is the summary; an error ends the stream instead.
+            Ok(stream) => stream
+                .into_inner()
+                .collect::<Result<Vec<_>, _>>()
+                .await
+                .map(drop),
+            Err(status) => Err(status),
+        },
         Rpc::CreateToken => access
             .create_token(pb::CreateTokenRequest {
                 name: format!("made-{}", fx.row),

@@ -12,6 +12,7 @@ mod hook;
 mod output;
 mod policy;
 mod policy_import;
+mod policy_replay;
 mod policy_test;
 mod runs;
 pub mod serve;
@@ -155,7 +156,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Hook(args) => hook::run(args),
         Command::ExecAgent(args) => exec_agent::run(args),
         Command::Work(args) => block_on(work::run(args)),
-        // Offline, synchronous: no runtime needed.
+        // Synchronous but for `replay`, which starts its own runtime.
         Command::Policy { command } => policy::run(command),
     }
 }

@@ -45,6 +45,9 @@ pub fn rule(path: &str) -> Option<Rule> {
         ("runplane.v1.PolicyService", "ListProfiles" | "GetProfile" | "Evaluate") => {
             Rule::AtLeast(Role::Viewer)
         }
+        // A replay judges the whole history of every run in scope under a profile the
+        // caller uploads: far more work than any viewer call, so it is for operators.
+        ("runplane.v1.PolicyService", "Replay") => Rule::AtLeast(Role::Operator),
         ("runplane.v1.AccessService", "CreateToken" | "ListTokens" | "RevokeToken") => {
             Rule::AtLeast(Role::Admin)
         }

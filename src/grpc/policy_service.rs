@@ -1,20 +1,33 @@
-//! `PolicyService`: the loaded profiles and dry-run decisions.
+//! `PolicyService`: the loaded profiles, dry-run decisions, and replays of recorded calls
+//! under a candidate profile.
 
+use std::pin::Pin;
 use std::sync::Arc;
 
+use futures_util::{stream, Stream};
+use tokio_stream::wrappers::ReceiverStream;
+use tokio_stream::StreamExt;
 use tonic::{Request, Response, Status};
 
-use crate::grpc::convert::{bounded_paths, MAX_TEXT_BYTES};
+use crate::grpc::access::principal;
+use crate::grpc::convert::{bounded_paths, replay_request, MAX_TEXT_BYTES};
 use crate::grpc::pb;
 use crate::policy::{
     evaluate_off_runtime, CompiledProfile, ProfileRegistry, ToolCall, DEFAULT_PROFILE,
 };
+use crate::replay::{compile_candidate, replay, Candidate, ReplayError, CHANGES_BUFFER};
+use crate::store::RunStore;
 
 /// Serves the profile registry.
 pub struct PolicyApi {
     /// The same registry the coordinator decides with.
     pub profiles: Arc<ProfileRegistry>,
+    /// The server's store, whose logs a replay reads.
+    pub store: Arc<dyn RunStore>,
 }
+
+/// The messages of a `Replay` stream.
+pub type ReplayStream = Pin<Box<dyn Stream<Item = Result<pb::ReplayResponse, Status>> + Send>>;
 
 impl PolicyApi {
     fn profile(&self, name: &str) -> Result<Arc<CompiledProfile>, Status> {
@@ -27,10 +40,35 @@ impl PolicyApi {
             .get(name)
             .ok_or_else(|| Status::not_found(format!("profile {name:?} not found")))
     }
+
+    /// The compiled candidate of a replay: a loaded profile, or a text compiled on the
+    /// blocking pool (a large profile's globs take a while to build).
+    async fn candidate(&self, candidate: Candidate) -> Result<Arc<CompiledProfile>, Status> {
+        match candidate {
+            Candidate::Name(name) => self.profile(&name),
+            Candidate::Toml(text) => tokio::task::spawn_blocking(move || compile_candidate(&text))
+                .await
+                .map_err(|e| Status::internal(format!("compiling the profile failed: {e}")))?
+                .map(Arc::new)
+                .map_err(|e| Status::invalid_argument(format!("profile_toml: {e}"))),
+        }
+    }
+}
+
+/// The status a replay that stopped early ends its stream with.
+fn replay_status(err: ReplayError) -> Status {
+    match err {
+        ReplayError::Store(err) if err.is_retryable() => Status::unavailable(err.to_string()),
+        ReplayError::Store(err) => Status::internal(err.to_string()),
+        ReplayError::Abandoned => Status::cancelled(err.to_string()),
+        ReplayError::Task(_) => Status::internal(err.to_string()),
+    }
 }
 
 #[tonic::async_trait]
 impl pb::policy_service_server::PolicyService for PolicyApi {
+    type ReplayStream = ReplayStream;
+
     async fn list_profiles(
         &self,
         _request: Request<pb::ListProfilesRequest>,
@@ -101,5 +139,39 @@ impl pb::policy_service_server::PolicyService for PolicyApi {
             .await
             .map_err(|failed| Status::internal(failed.to_string()))?;
         Ok(Response::new(pb::EvaluateResponse::from(verdict)))
+    }
+
+    async fn replay(
+        &self,
+        request: Request<pb::ReplayRequest>,
+    ) -> Result<Response<ReplayStream>, Status> {
+        let principal = principal(&request)?;
+        // The access layer lets only operators through; a principal without a scope
+        // (a worker) would be refused there already, and is refused here too.
+        let scope = principal
+            .scope()
+            .ok_or_else(|| Status::permission_denied("replay needs an operator token"))?;
+        let (candidate, filter) = replay_request(request.into_inner(), scope)?;
+        let profile = self.candidate(candidate).await?;
+        let store = Arc::clone(&self.store);
+        let (changes, found) = tokio::sync::mpsc::channel(CHANGES_BUFFER);
+        // The replay runs on its own task and hands over each change as it is found; the
+        // summary follows once it has finished, so it is always the last message.
+        let done = tokio::spawn(async move { replay(&*store, profile, &filter, &changes).await });
+        let changed = ReceiverStream::new(found).map(|change| {
+            Ok(pb::ReplayResponse {
+                item: Some(pb::replay_response::Item::Change((&change).into())),
+            })
+        });
+        let summary = stream::once(async move {
+            let tally = done
+                .await
+                .map_err(|e| Status::internal(format!("the replay failed: {e}")))?
+                .map_err(replay_status)?;
+            Ok(pb::ReplayResponse {
+                item: Some(pb::replay_response::Item::Summary((&tally).into())),
+            })
+        });
+        Ok(Response::new(Box::pin(changed.chain(summary))))
     }
 }

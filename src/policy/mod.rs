@@ -26,6 +26,7 @@ mod presets;
 mod profile;
 mod programs;
 mod render;
+pub mod replay;
 mod shell;
 mod walk;
 mod words;

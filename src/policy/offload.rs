@@ -55,7 +55,7 @@ pub async fn evaluate_off_runtime(
 }
 
 /// Runs the judge here; a panic becomes `JudgeFailed`. Free unless it panics.
-fn guarded(judge: impl FnOnce() -> Verdict) -> Result<Verdict, JudgeFailed> {
+pub(super) fn guarded(judge: impl FnOnce() -> Verdict) -> Result<Verdict, JudgeFailed> {
     // The judge shares nothing mutable with the caller: its only state is the thread's
     // memo of split lines, which is only ever written whole (behind `try_borrow_mut`).
     catch_unwind(AssertUnwindSafe(judge)).map_err(|_| JudgeFailed)

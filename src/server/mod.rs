@@ -96,6 +96,8 @@ pub struct BoundServer {
     listener: TcpListener,
     /// The coordinator the services share (kept to shut it down).
     coordinator: Coordinator,
+    /// The store, for the policy service's replays (they read logs, never write).
+    store: Arc<dyn RunStore>,
     /// The profiles, for the policy service.
     profiles: Arc<ProfileRegistry>,
     /// Resolves every request's token.
@@ -219,7 +221,7 @@ async fn bind_parts(
     };
     let feed = Arc::new(ObservedFeed::new(Arc::clone(&metrics), asks));
     let coordinator = Coordinator::start_with_feed(
-        store,
+        Arc::clone(&store),
         feed,
         Arc::clone(&profiles),
         CoordinatorConfig {
@@ -232,6 +234,7 @@ async fn bind_parts(
     Ok(BoundServer {
         listener,
         coordinator,
+        store,
         profiles,
         auth,
         config,
@@ -307,6 +310,7 @@ impl BoundServer {
         let BoundServer {
             listener,
             coordinator,
+            store,
             profiles,
             auth,
             config,
@@ -315,8 +319,8 @@ impl BoundServer {
         } = self;
         let (health, health_service) = tonic_health::server::health_reporter();
         report_serving(&health).await;
-        let routes =
-            routes(&coordinator, profiles, &auth, &config, &metrics)?.add_service(health_service);
+        let routes = routes(&coordinator, store, profiles, &auth, &config, &metrics)?
+            .add_service(health_service);
         let addr = listener.local_addr().ok();
         warn_about_exposure(&config, addr);
         info!(addr = ?addr, data_dir = %config.data_dir.display(), "runplane serving");
@@ -392,6 +396,7 @@ async fn report_serving(health: &HealthReporter) {
 /// directions.
 fn routes(
     coordinator: &Coordinator,
+    store: Arc<dyn RunStore>,
     profiles: Arc<ProfileRegistry>,
     auth: &Arc<Authenticator>,
     config: &ServeConfig,
@@ -417,9 +422,10 @@ fn routes(
     })
     .max_decoding_message_size(limit)
     .max_encoding_message_size(limit);
-    let policy_api = pb::policy_service_server::PolicyServiceServer::new(PolicyApi { profiles })
-        .max_decoding_message_size(limit)
-        .max_encoding_message_size(limit);
+    let policy_api =
+        pb::policy_service_server::PolicyServiceServer::new(PolicyApi { profiles, store })
+            .max_decoding_message_size(limit)
+            .max_encoding_message_size(limit);
     let access_api = pb::access_service_server::AccessServiceServer::new(AccessApi {
         auth: Arc::clone(auth),
     })

@@ -6,6 +6,7 @@
 
 mod access;
 mod policy;
+mod replay;
 mod run;
 mod session;
 
@@ -149,6 +150,7 @@ pub(crate) fn required_timestamp(
 
 pub use access::role_from_proto;
 pub use policy::policy_mode_from_proto;
+pub use replay::replay_request;
 pub use run::{
     bounded_paths, decision_from_proto, deliver_mode_from_proto, exec_mode_from_proto,
     run_with_stall, status_from_proto, MAX_PATHS,

@@ -193,7 +193,7 @@ impl SqliteStore {
         // From here on, dropping `store` on an error shuts down what already started.
         let store = SqliteStore {
             jobs: RwLock::new(Some(jobs)),
-            reads: Arc::new(ReadPool::new(options.path.clone())),
+            reads: Arc::new(ReadPool::new(options.path.clone(), false)),
             read_permits: Arc::new(tokio::sync::Semaphore::new(MAX_CONCURRENT_READS)),
             workers: Mutex::new(Workers {
                 lock: Some(lock),
@@ -222,6 +222,28 @@ impl SqliteStore {
             workers.stop_checkpointer = Some(stop);
         }
         Ok(store)
+    }
+
+    /// Opens an existing database for reading only, beside whichever process owns it: no
+    /// lock file, no writer or checkpointer thread, no migration, and every connection
+    /// opened read-only, so a running server is not disturbed (in WAL mode its commits
+    /// and a reader's snapshots do not wait for each other). Commits fail with
+    /// [`StoreError::Closed`]. The schema must be this version's.
+    pub fn open_read_only(path: &Path) -> Result<SqliteStore, StoreError> {
+        if !path.is_file() {
+            return Err(StoreError::Database(format!(
+                "{}: no runplane database there",
+                path.display()
+            )));
+        }
+        let reads = ReadPool::new(path.to_path_buf(), true);
+        reads.with(|conn| schema::check_version(conn, path))?;
+        Ok(SqliteStore {
+            jobs: RwLock::new(None),
+            reads: Arc::new(reads),
+            read_permits: Arc::new(tokio::sync::Semaphore::new(MAX_CONCURRENT_READS)),
+            workers: Mutex::new(Workers::default()),
+        })
     }
 
     /// Writes every commit queued so far, stops the threads and closes the connections.

@@ -19,14 +19,17 @@ pub(super) const MAX_IDLE: usize = 8;
 /// Read connections, opened on demand and reused.
 pub(super) struct ReadPool {
     path: PathBuf,
+    /// Whether connections open the file read-only (a store that never writes).
+    read_only: bool,
     /// `None` once the store is closed.
     idle: Mutex<Option<Vec<Connection>>>,
 }
 
 impl ReadPool {
-    pub(super) fn new(path: PathBuf) -> ReadPool {
+    pub(super) fn new(path: PathBuf, read_only: bool) -> ReadPool {
         ReadPool {
             path,
+            read_only,
             idle: Mutex::new(Some(Vec::new())),
         }
     }
@@ -42,7 +45,7 @@ impl ReadPool {
         };
         let mut conn = match reused {
             Some(conn) => conn,
-            None => schema::open_reader(&self.path)?,
+            None => schema::open_reader(&self.path, self.read_only)?,
         };
         let result = read(&mut conn);
         if let Some(idle) = &mut *self.lock() {

@@ -184,6 +184,32 @@ pub(super) fn open_connection(path: &Path) -> Result<Connection, StoreError> {
     Ok(conn)
 }
 
+/// A connection that cannot write, to a database that must exist: for reading a data
+/// directory beside the server that owns it (see `SqliteStore::open_read_only`).
+fn open_read_only(path: &Path) -> Result<Connection, StoreError> {
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let conn = Connection::open_with_flags(path, flags)
+        .map_err(db_err(&format!("open {} read-only", path.display())))?;
+    conn.busy_timeout(BUSY_TIMEOUT)
+        .map_err(db_err("set busy_timeout"))?;
+    Ok(conn)
+}
+
+/// Refuses a database whose schema is not the one this code reads: a read-only
+/// connection cannot migrate it, and older or newer tables would be read wrongly.
+pub(super) fn check_version(conn: &Connection, path: &Path) -> Result<(), StoreError> {
+    let found = schema_version(conn)?;
+    let latest = latest_version();
+    if found != latest {
+        return Err(StoreError::Database(format!(
+            "{}: schema version {found}, this runplane reads version {latest} \
+             (a `runplane serve` of this version on the data directory migrates it)",
+            path.display()
+        )));
+    }
+    Ok(())
+}
+
 /// The writer's connection: WAL, the chosen durability, and no automatic checkpoints —
 /// the checkpointer thread does them, so a commit never waits for one.
 pub(super) fn open_writer(
@@ -222,9 +248,14 @@ pub(super) fn open_writer(
     Ok(conn)
 }
 
-/// A connection for reads; `query_only` turns a bug that writes into an error.
-pub(super) fn open_reader(path: &Path) -> Result<Connection, StoreError> {
-    let conn = open_connection(path)?;
+/// A connection for reads; `query_only` turns a bug that writes into an error. With
+/// `read_only`, the file is opened read-only as well, and must exist.
+pub(super) fn open_reader(path: &Path, read_only: bool) -> Result<Connection, StoreError> {
+    let conn = if read_only {
+        open_read_only(path)?
+    } else {
+        open_connection(path)?
+    };
     conn.pragma_update(None, "query_only", true)
         .map_err(db_err("set query_only"))?;
     Ok(conn)
