@@ -3,7 +3,7 @@
 //! ```text
 //! cargo run --release --example bench -- [--sessions N] [--connections K] [--duration SECS]
 //!     [--rate R] [--server URL [--token T]] [--quick] [--json] [--write-md BENCHMARKS.md]
-//!     [--soak MINUTES]
+//!     [--soak MINUTES] [--store postgres://… --replicas N]
 //! ```
 //!
 //! In one process: a runplane server (fresh SQLite in a temp dir, the `bench` profile in a
@@ -32,6 +32,7 @@ mod echo;
 mod idle;
 mod load;
 mod null_store;
+mod replicas;
 mod report;
 mod soak;
 mod store;
@@ -140,6 +141,14 @@ pub struct Args {
     /// runs end (see soak.rs); prints its samples and exits.
     #[arg(long, value_name = "MINUTES")]
     soak: Option<f64>,
+    /// A PostgreSQL server for `--replicas` (its role needs CREATEDB: each configuration
+    /// runs on a database of its own, dropped after).
+    #[arg(long, value_name = "postgres://…", requires = "replicas")]
+    store: Option<String>,
+    /// Only the replica comparison: the ping-pong rate on SQLite with one server, then on
+    /// `--store` with 1, 2, … N replicas; prints a table and exits.
+    #[arg(long, value_name = "N", requires = "store")]
+    replicas: Option<usize>,
     /// Measure the store alone and exit (for comparing store changes quickly).
     #[arg(long)]
     store_only: bool,
@@ -203,6 +212,11 @@ fn main() -> anyhow::Result<()> {
     let policy_dir = dir.path().join("policies");
     std::fs::create_dir_all(&policy_dir)?;
     std::fs::write(policy_dir.join("bench.toml"), PROFILE)?;
+    if let (Some(url), Some(n)) = (&args.store, args.replicas) {
+        let figures = replicas::run(&args, &settings, url, n, dir.path(), &policy_dir)?;
+        print!("{}", replicas::table(&figures));
+        return Ok(());
+    }
     if let Some(minutes) = args.soak {
         let runtime = tokio::runtime::Runtime::new()?;
         let (sessions, connections) = (settings.sessions, settings.connections);
