@@ -4,11 +4,15 @@
 mod config;
 mod console;
 mod observe;
+mod retention;
 mod tls;
 
 pub use config::{
     ServeConfig, StoreConfig, TlsFiles, DEFAULT_ATTACH_TIMEOUT, DEFAULT_DATA_DIR, DEFAULT_LISTEN,
     DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_REATTACH_GRACE, DEFAULT_SHUTDOWN_TIMEOUT,
+};
+pub use retention::{
+    Retention, BATCH as RETENTION_BATCH, DEFAULT_RETENTION_INTERVAL, PAUSE as RETENTION_PAUSE,
 };
 
 use std::future::Future;
@@ -105,6 +109,9 @@ pub struct BoundServer {
     metrics: Arc<Metrics>,
     /// The `/metrics` listener, when `metrics_listen` is set.
     metrics_listener: Option<TcpListener>,
+    /// The retention task, when `retention` is set; stopped when this is dropped, which
+    /// `serve` does when it returns.
+    retention: Option<retention::RetentionTask>,
 }
 
 /// Opens the store, loads the policies, restores live runs and binds the address.
@@ -216,6 +223,11 @@ async fn bind_parts(
         )?)
     };
     let feed = Arc::new(ObservedFeed::new(Arc::clone(&metrics), asks));
+    // Started once the coordinator has restored the live runs, so its first pass does not
+    // compete with the restore's reads.
+    let retention = config
+        .retention
+        .map(|retention| (Arc::clone(&store), retention));
     let coordinator = Coordinator::start_with_feed(
         store,
         feed,
@@ -227,8 +239,11 @@ async fn bind_parts(
         },
     )
     .await?;
+    let retention = retention
+        .map(|(store, retention)| retention::spawn(store, retention, Arc::clone(&metrics)));
     Ok(BoundServer {
         listener,
+        retention,
         coordinator,
         profiles,
         auth,
@@ -310,6 +325,7 @@ impl BoundServer {
             config,
             metrics,
             metrics_listener,
+            retention: _retention,
         } = self;
         let (health, health_service) = tonic_health::server::health_reporter();
         report_serving(&health).await;

@@ -122,6 +122,8 @@ pub struct Options {
     pub metrics: bool,
     /// Receivers of the ask webhooks.
     pub ask_webhooks: Vec<String>,
+    /// Retention of finished runs.
+    pub retention: Option<runplane::server::Retention>,
 }
 
 impl Default for Options {
@@ -135,6 +137,7 @@ impl Default for Options {
             store: None,
             metrics: false,
             ask_webhooks: Vec::new(),
+            retention: None,
         }
     }
 }
@@ -163,6 +166,7 @@ impl TestServer {
             .iter()
             .map(|url| url.parse().unwrap())
             .collect();
+        config.retention = options.retention;
         if options.store.is_some() {
             config.auth = runplane::auth::AuthMode::Off;
         }
