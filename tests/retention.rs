@@ -55,6 +55,20 @@ async fn until_gone(server: &TestServer, run_id: &str) {
     panic!("{run_id} was never deleted");
 }
 
+/// Waits (at most 20 s) until `runplane_runs_purged_total` reads `expected`: the task
+/// counts a batch just after the store has deleted it.
+async fn until_purged_total(server: &TestServer, expected: &str) {
+    let mut last = String::new();
+    for _ in 0..1000 {
+        last = purged_total(server).await;
+        if last == expected {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("runplane_runs_purged_total stayed {last}, not {expected}");
+}
+
 /// `runplane_runs_purged_total` as `/metrics` serves it.
 async fn purged_total(server: &TestServer) -> String {
     let addr = server.metrics_addr.expect("metrics served");
@@ -94,12 +108,12 @@ async fn retention_deletes_old_finished_runs_at_start_and_on_every_interval() {
     assert_eq!(get_code(&server, "recent").await, tonic::Code::Ok);
     assert_eq!(get_code(&server, "live").await, tonic::Code::Ok);
     assert_eq!(server.events("recent").await.len(), 1);
-    assert_eq!(purged_total(&server).await, "1");
+    until_purged_total(&server, "1").await;
 
     // A later pass: a run that finished long ago and arrived since goes too.
     run_of(&*store, "late", Some(8)).await;
     until_gone(&server, "late").await;
-    assert_eq!(purged_total(&server).await, "2");
+    until_purged_total(&server, "2").await;
     assert_eq!(get_code(&server, "recent").await, tonic::Code::Ok);
     assert_eq!(get_code(&server, "live").await, tonic::Code::Ok);
 }

@@ -256,8 +256,8 @@ pub async fn commits_during_purge(
     days: i64,
 ) -> anyhow::Result<PurgeFigure> {
     let store = open(&target, shape).await?;
-    // Ids far above the history's.
-    let first = 1_000_000_000;
+    // Ids far above the history's, new at every invocation (a store is measured again).
+    let first = 1_000_000_000 + (Utc::now().timestamp() as usize % 10_000_000) * 10_000;
     let alone_ns = crate::store::commit_phase(&store, first..first + committers, duration).await?;
     let cutoff = Utc::now() - chrono::Duration::days(days);
     let purging = {
@@ -273,7 +273,7 @@ pub async fn commits_during_purge(
                     .await?;
                 batch_ns.saturating_record(elapsed_ns(start.elapsed()));
                 purged += batch;
-                if batch < runplane::server::RETENTION_BATCH {
+                if batch == 0 {
                     break;
                 }
                 tokio::time::sleep(runplane::server::RETENTION_PAUSE).await;

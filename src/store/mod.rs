@@ -201,8 +201,9 @@ pub trait RunStore: Send + Sync + 'static {
     /// `cutoff`, oldest completion first, with everything stored for them: their log,
     /// pending asks, worker tokens and leases. One transaction, so a batch is deleted whole
     /// or not at all; returns how many runs went. Runs that are not terminal are never
-    /// touched. Retention calls this in small batches until it returns less than `limit`,
-    /// so no single transaction holds up commits for long.
+    /// touched. A store may delete fewer than `limit` to keep the transaction short (SQLite
+    /// bounds the events it deletes at once), so only 0 means none is left. Retention calls
+    /// this in small batches until it returns 0, so no transaction holds up commits long.
     fn purge_finished_before(&self, cutoff: DateTime<Utc>, limit: usize) -> StoreFuture<usize>;
 
     /// Stores a new credential; durable when this resolves. Fails with `NameTaken` when a

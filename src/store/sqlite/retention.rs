@@ -17,6 +17,10 @@ use super::journal::Journal;
 use crate::store::completion::cutoff_text;
 use crate::store::StoreError;
 
+/// About how many events one batch deletes: about 3 ms of the writer on the bench machine
+/// (BENCHMARKS.md, "Retention"), so the commits queued behind it barely notice.
+const EVENTS_PER_BATCH: i64 = 1_000;
+
 /// The oldest finished runs that completed before `?1`, at most `?2`: a walk of
 /// `runs_finished` from its start (`plans.rs` checks it). Named, because without
 /// statistics the planner takes `runs_status` for the `IN` and then sorts every finished
@@ -27,7 +31,8 @@ pub(super) const FINISHED_BEFORE: &str = "SELECT run_no, id FROM runs INDEXED BY
      ORDER BY json_extract(run_json, '$.completed_at') LIMIT ?2";
 
 /// Deletes up to `limit` finished runs that completed before `cutoff`, oldest first, with
-/// their log, progress, pending asks and worker tokens, in one transaction.
+/// their log, progress, pending asks and worker tokens, in one transaction; fewer when
+/// their logs reach `EVENTS_PER_BATCH` events (one run at least, however long its log).
 pub(super) fn purge_finished_before(
     conn: &Connection,
     journal: &mut Journal,
@@ -50,13 +55,28 @@ pub(super) fn purge_finished_before(
             .collect()
         })
         .map_err(db_err("find finished runs"))?;
+    // Stop adding runs once the batch holds `EVENTS_PER_BATCH` events (at least one run):
+    // the commits queued behind the batch wait for all of it.
+    let mut events = 0;
+    let mut taken = 0;
+    for (run_no, _) in &doomed {
+        if taken > 0 && events >= EVENTS_PER_BATCH {
+            break;
+        }
+        events += tx
+            .prepare_cached("SELECT coalesce(max(seq), 0) FROM events WHERE run_no = ?1")
+            .and_then(|mut stmt| stmt.query_row([run_no], |r| r.get::<_, i64>(0)))
+            .map_err(db_err("count a finished run's events"))?;
+        taken += 1;
+    }
+    let doomed = &doomed[..taken];
     const BY_RUN_NO: [&str; 4] = [
         "DELETE FROM events WHERE run_no = ?1",
         "DELETE FROM pending_asks WHERE run_no = ?1",
         "DELETE FROM run_progress WHERE run_no = ?1",
         "DELETE FROM runs WHERE run_no = ?1",
     ];
-    for (run_no, run_id) in &doomed {
+    for (run_no, run_id) in doomed {
         for sql in BY_RUN_NO {
             tx.prepare_cached(sql)
                 .and_then(|mut stmt| stmt.execute([run_no]))
