@@ -549,3 +549,54 @@ async fn the_reads_that_must_stay_fast_use_indexes() {
     }
     store.close().await;
 }
+
+/// A purged run's lease goes with it (the contract cases cannot see leases).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_purge_deletes_the_runs_leases() {
+    let database = database!();
+    let store = database.open().await;
+    for id in ["old", "recent"] {
+        let mut run = new_run(id, "task", "proj", "agent", at(0));
+        store.commit(create(&run, vec![])).await.unwrap();
+        store.claim(id, false).await.unwrap();
+        let ended = if id == "old" { at(10) } else { at(5_000_000) };
+        let running = transition(&mut run, Status::Running, at(1), vec![]);
+        store.commit(running).await.unwrap();
+        let done = transition(&mut run, Status::Completed, ended, vec![]);
+        store.commit(done).await.unwrap();
+    }
+    let leases = |client: tokio_postgres::Client| async move {
+        client
+            .query(
+                "SELECT r.id FROM run_leases l JOIN runs r USING (run_no) ORDER BY r.id",
+                &[],
+            )
+            .await
+            .unwrap()
+            .iter()
+            .map(|row| row.get::<_, String>(0))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(leases(sql(&database).await).await, ["old", "recent"]);
+    let count = |client: tokio_postgres::Client| async move {
+        client
+            .query_one("SELECT count(*) FROM run_leases", &[])
+            .await
+            .unwrap()
+            .get::<_, i64>(0)
+    };
+    assert_eq!(
+        store
+            .purge_finished_before(at(1_000_000), 10)
+            .await
+            .unwrap(),
+        1
+    );
+    assert_eq!(leases(sql(&database).await).await, ["recent"]);
+    assert_eq!(
+        count(sql(&database).await).await,
+        1,
+        "no lease left without its run"
+    );
+    store.close().await;
+}

@@ -2,7 +2,8 @@
 //! runs and 10 million events), median and p99 over many calls each. The store is built
 //! once (`history_seed.rs`) and kept: a second run on the same file or database measures
 //! again without seeding, after the store's migrations (which is how a schema change is
-//! compared: seed with the old build, measure, then measure with the new one).
+//! compared: seed with the old build, measure, then measure with the new one). With
+//! `--history-purge-days`, commits alone and then beside retention's purge instead.
 
 use std::future::Future;
 use std::path::Path;

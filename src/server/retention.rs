@@ -17,8 +17,8 @@ use tracing::{info, warn};
 use crate::metrics::Metrics;
 use crate::store::{RunStore, StoreError};
 
-/// Most runs per transaction. SQLite stops a batch earlier, at about 1,000 events (about
-/// 3 ms of its writer); 100 runs of 100 events at once held commits up for 28 ms.
+/// Most runs per transaction. SQLite stops a batch earlier, at about 1,000 events: 100
+/// runs of 100 events at once took 28 ms and the commits' p99 from 5.5 to 38 ms.
 pub const BATCH: usize = 100;
 
 /// Between two batches: on SQLite the writer is then free for commits 99 % of the time,
