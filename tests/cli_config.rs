@@ -376,3 +376,38 @@ async fn an_https_webhook_stops_the_server_at_start() {
         "the URL's path is not shown: {message}"
     );
 }
+
+#[test]
+fn retention_is_off_by_default_and_follows_the_same_precedence() {
+    let (config, _) = resolve(flags(&[]), env(&[]), None).unwrap();
+    assert_eq!(config.retention, None);
+    let days = |config: &ServeConfig| config.retention.map(|r| r.keep.as_secs() / 86_400);
+    let text = "retain_finished_days = 30\n";
+    let (config, _) = resolve(flags(&[]), env(&[]), Some(file(text))).unwrap();
+    assert_eq!(days(&config), Some(30));
+    assert_eq!(
+        config.retention.map(|r| r.interval),
+        Some(Duration::from_secs(3600))
+    );
+    let vars = env(&[("RUNPLANE_RETAIN_FINISHED_DAYS", "14")]);
+    let (config, _) = resolve(flags(&[]), vars, Some(file(text))).unwrap();
+    assert_eq!(days(&config), Some(14));
+    let vars = env(&[("RUNPLANE_RETAIN_FINISHED_DAYS", "14")]);
+    let args = flags(&["--retain-finished-days", "7"]);
+    let (config, _) = resolve(args, vars, Some(file(text))).unwrap();
+    assert_eq!(days(&config), Some(7));
+    // Zero would delete every run the moment it finishes: refused, not taken as "off".
+    let err = resolve(
+        flags(&[]),
+        env(&[("RUNPLANE_RETAIN_FINISHED_DAYS", "0")]),
+        None,
+    )
+    .unwrap_err();
+    assert!(
+        err.to_string()
+            .starts_with("RUNPLANE_RETAIN_FINISHED_DAYS: invalid value \"0\""),
+        "{err}"
+    );
+    let err = ConfigFile::parse("retain_finished_days = 0\n", Path::new("r.toml")).unwrap_err();
+    assert!(err.to_string().contains("retain_finished_days"), "{err}");
+}

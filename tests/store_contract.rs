@@ -5,6 +5,7 @@
 //! the journal, migrations, the lock file) is tested in `store_sqlite.rs`,
 //! `store_journal.rs`, `store_checkpoint.rs` and `store_postgres.rs`.
 
+#[macro_use]
 mod store_common;
 
 use std::collections::HashSet;
@@ -14,42 +15,6 @@ use runplane::domain::event::{Decided, Resolved};
 use runplane::domain::{Credential, CredentialKind, Decision, Event, EventKind, Role, Scope};
 use runplane::store::{Commit, RunQuery, RunStore, StoreError};
 use store_common::*;
-
-/// Each case once per store: `sqlite::<case>`, `memory::<case>` and `postgres::<case>`.
-macro_rules! contract {
-    ($($case:ident),* $(,)?) => {
-        mod sqlite {
-            $(
-                #[tokio::test(flavor = "multi_thread")]
-                async fn $case() {
-                    let (_dir, store) = super::fresh();
-                    super::$case(std::sync::Arc::new(store)).await;
-                }
-            )*
-        }
-        mod memory {
-            $(
-                #[tokio::test(flavor = "multi_thread")]
-                async fn $case() {
-                    super::$case(std::sync::Arc::new(runplane::store::MemoryStore::new())).await;
-                }
-            )*
-        }
-        mod postgres {
-            $(
-                #[tokio::test(flavor = "multi_thread")]
-                async fn $case() {
-                    let Some(database) = super::store_common::postgres::database().await else {
-                        return;
-                    };
-                    let store = std::sync::Arc::new(database.open().await);
-                    super::$case(store.clone()).await;
-                    store.close().await;
-                }
-            )*
-        }
-    };
-}
 
 contract!(
     a_created_run_reads_back_exactly,

@@ -395,3 +395,53 @@ async fn one_run_read_finds_the_newest_tracker_behind_newer_rows() {
     assert_eq!((&live.run, live.stall.as_ref()), (&run, Some(&at_two)));
     assert_eq!(store.get_run("run-1").await.unwrap(), Some(run));
 }
+
+/// A run deleted by retention while its rows are in the journal (hot and sealed segments
+/// alike) is gone from both tables, and its rows never move into the log afterwards:
+/// neither as later groups move the segments nor when a reopen drains the journal.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_purged_run_never_comes_back_from_the_journal() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open_small(dir.path(), 4);
+    let mut doomed = Vec::new();
+    for i in 0..3 {
+        let id = format!("done-{i}");
+        let mut run = new_run(&id, "task", "proj", "agent", at(i));
+        let log: Vec<Event> = (1..=3).map(|seq| event(&id, seq, "x")).collect();
+        store.commit(create(&run, log)).await.unwrap();
+        let running = transition(&mut run, Status::Running, at(10), vec![]);
+        store.commit(running).await.unwrap();
+        let ended = transition(&mut run, Status::Completed, at(20), vec![]);
+        store.commit(ended).await.unwrap();
+        doomed.push(id);
+    }
+    let (moved, journal) = table_rows(dir.path());
+    assert!(
+        moved < 9 && journal > 0,
+        "({moved}, {journal}): some still in the journal"
+    );
+    let purged = store
+        .purge_finished_before(at(1_000_000), 10)
+        .await
+        .unwrap();
+    assert_eq!(purged, 3);
+    // Enough commits of another run to seal, move and truncate segment after segment.
+    let survivors = interleave(&store, 2, 30).await;
+    for id in &doomed {
+        assert_eq!(store.get_run(id).await.unwrap(), None);
+        assert!(all_events(&store, id).await.is_empty());
+    }
+    store.close();
+    let store = open_small(dir.path(), 4);
+    for id in &doomed {
+        assert!(all_events(&store, id).await.is_empty());
+    }
+    assert_eq!(
+        table_rows(dir.path()),
+        (60, 0),
+        "only the survivors' 2 × 30 events"
+    );
+    for (run, log) in &survivors {
+        assert_eq!(&all_events(&store, &run.id).await, log);
+    }
+}

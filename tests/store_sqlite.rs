@@ -91,7 +91,7 @@ async fn a_reopened_store_has_everything_and_migrates_once() {
     let before = migrations(&file);
     assert_eq!(
         before.iter().map(|m| m.0).collect::<Vec<_>>(),
-        [1, 2, 3, 4, 5]
+        [1, 2, 3, 4, 5, 6]
     );
 
     let store = open(dir.path());
@@ -128,7 +128,7 @@ async fn a_newer_schema_is_refused() {
         .unwrap();
     assert_eq!(
         err.to_string(),
-        "database error: database schema version 99 is newer than this runplane (5)"
+        "database error: database schema version 99 is newer than this runplane (6)"
     );
 }
 
@@ -266,4 +266,31 @@ async fn a_change_to_any_single_field_is_stored() {
     run.output = "after reopen".into();
     store.commit(change(&mut run, vec![], None)).await.unwrap();
     assert_eq!(store.get_run("run-1").await.unwrap(), Some(run));
+}
+
+/// SQLite's purge stops a batch at about 1,000 events, so the commits queued behind it on
+/// the one writer wait a few milliseconds at most; one run is taken however long its log.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_purge_batch_stops_at_its_event_budget() {
+    let (dir, store) = fresh();
+    for i in 0..3 {
+        let id = format!("long-{i}");
+        let mut run = new_run(&id, "task", "proj", "agent", at(i));
+        let log: Vec<Event> = (1..=600).map(|seq| event(&id, seq, "x")).collect();
+        store.commit(create(&run, log)).await.unwrap();
+        let running = transition(&mut run, Status::Running, at(10), vec![]);
+        store.commit(running).await.unwrap();
+        let ended = transition(&mut run, Status::Completed, at(20 + i), vec![]);
+        store.commit(ended).await.unwrap();
+    }
+    let cutoff = at(1_000_000);
+    // The log's rows are moved out of the journal at a reopen; the budget counts the log.
+    store.close();
+    let store = open(dir.path());
+    assert_eq!(store.purge_finished_before(cutoff, 100).await.unwrap(), 2);
+    assert_eq!(store.get_run("long-0").await.unwrap(), None);
+    assert_eq!(store.get_run("long-1").await.unwrap(), None);
+    assert_eq!(seqs(&store, "long-2").await.len(), 600);
+    assert_eq!(store.purge_finished_before(cutoff, 100).await.unwrap(), 1);
+    assert_eq!(store.purge_finished_before(cutoff, 100).await.unwrap(), 0);
 }

@@ -29,6 +29,8 @@
 
 mod cpu;
 mod echo;
+mod history;
+mod history_seed;
 mod idle;
 mod load;
 mod null_store;
@@ -152,6 +154,26 @@ pub struct Args {
     /// Measure the store alone and exit (for comparing store changes quickly).
     #[arg(long)]
     store_only: bool,
+    /// Only the reads on a long history, then exit: a SQLite file (seeded when missing) or
+    /// a `postgresql://` URL (seeded when its database holds no runs); see history.rs.
+    #[arg(long, value_name = "FILE_OR_URL")]
+    history: Option<String>,
+    /// `--history`: runs in the history, the live ones included.
+    #[arg(long, default_value_t = 100_000)]
+    history_runs: usize,
+    /// `--history`: events per finished run.
+    #[arg(long, default_value_t = 100)]
+    history_events: usize,
+    /// `--history`: live runs (the newest), each with one call waiting for an operator.
+    #[arg(long, default_value_t = 200)]
+    history_live: usize,
+    /// `--history`: calls per read.
+    #[arg(long, default_value_t = 2_000)]
+    history_calls: usize,
+    /// `--history`: instead of the reads, commits (`--committers`, `--duration` each)
+    /// alone and then while retention deletes the finished runs older than DAYS days.
+    #[arg(long, value_name = "DAYS")]
+    history_purge_days: Option<i64>,
     /// Print the bench profile (TOML) and exit.
     #[arg(long)]
     print_profile: bool,
@@ -198,6 +220,35 @@ fn main() -> anyhow::Result<()> {
     }
     if args.print_profile {
         print!("{PROFILE}");
+        return Ok(());
+    }
+    if let Some(target) = &args.history {
+        let shape = history_seed::Shape {
+            runs: args.history_runs.max(args.history_live + 1),
+            events_per_run: args.history_events,
+            live: args.history_live,
+        };
+        let target = if target.starts_with("postgres") || target.contains("host=") {
+            history::Target::Postgres(target)
+        } else {
+            history::Target::Sqlite(std::path::Path::new(target))
+        };
+        let runtime = tokio::runtime::Runtime::new()?;
+        if let Some(days) = args.history_purge_days {
+            let settings = Settings::from(&args);
+            let duration = Duration::from_secs_f64(settings.duration_secs);
+            let figure = runtime.block_on(history::commits_during_purge(
+                target,
+                shape,
+                settings.committers,
+                duration,
+                days,
+            ))?;
+            print!("{}", history::purge_table(&figure));
+            return Ok(());
+        }
+        let figures = runtime.block_on(history::run(target, shape, args.history_calls))?;
+        print!("{}", history::table(&figures));
         return Ok(());
     }
     let settings = Settings::from(&args);

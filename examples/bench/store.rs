@@ -51,38 +51,10 @@ pub async fn run(dir: &Path, committers: usize, duration: Duration) -> anyhow::R
     let store: Arc<dyn RunStore> = Arc::new(SqliteStore::open(SqliteStoreOptions::new(
         dir.join("store-bench.db"),
     ))?);
-    let mut runs: Vec<Arc<Run>> = Vec::with_capacity(committers);
     let quiet = new_run(committers);
     store.commit(creation(&quiet)).await?;
-    for i in 0..committers {
-        let mut run = new_run(i);
-        store.commit(creation(&run)).await?;
-        let expected = run.version;
-        run.transition(Status::Running, Utc::now())?;
-        store
-            .commit(Commit {
-                run: Arc::new(run.clone()),
-                expected_version: Some(expected),
-                events: vec![event(&run.id, 2, 0)],
-                stall: None,
-            })
-            .await?;
-        runs.push(Arc::new(run));
-    }
-    let start = Instant::now();
-    let deadline = start + duration;
-    let working = runs.last().map(|run| run.id.clone()).unwrap_or_default();
-    let mut tasks = Vec::with_capacity(committers);
-    for run in runs {
-        let store = Arc::clone(&store);
-        tasks.push(tokio::spawn(commit_loop(store, run, deadline)));
-    }
-    let mut latency_ns = crate::load::histogram();
-    for task in tasks {
-        for ns in task.await?? {
-            latency_ns.saturating_record(ns);
-        }
-    }
+    let working = new_run(committers - 1).id;
+    let latency_ns = commit_phase(&store, 0..committers, duration).await?;
     let reads = ReadCosts {
         get_working_us: mean_us(|| store.get_run(&working)).await?,
         get_quiet_us: mean_us(|| store.get_run(&quiet.id)).await?,
@@ -101,6 +73,44 @@ pub async fn run(dir: &Path, committers: usize, duration: Duration) -> anyhow::R
         latency_ns,
         reads,
     })
+}
+
+/// Creates the runs numbered `runs` (see `new_run`) and has each commit as fast as its
+/// commits are answered for `duration`; returns the commits' latencies.
+pub async fn commit_phase(
+    store: &Arc<dyn RunStore>,
+    runs: std::ops::Range<usize>,
+    duration: Duration,
+) -> anyhow::Result<Histogram<u64>> {
+    let mut created: Vec<Arc<Run>> = Vec::with_capacity(runs.len());
+    for i in runs {
+        let mut run = new_run(i);
+        store.commit(creation(&run)).await?;
+        let expected = run.version;
+        run.transition(Status::Running, Utc::now())?;
+        store
+            .commit(Commit {
+                run: Arc::new(run.clone()),
+                expected_version: Some(expected),
+                events: vec![event(&run.id, 2, 0)],
+                stall: None,
+            })
+            .await?;
+        created.push(Arc::new(run));
+    }
+    let deadline = Instant::now() + duration;
+    let mut tasks = Vec::with_capacity(created.len());
+    for run in created {
+        let store = Arc::clone(store);
+        tasks.push(tokio::spawn(commit_loop(store, run, deadline)));
+    }
+    let mut latency_ns = crate::load::histogram();
+    for task in tasks {
+        for ns in task.await?? {
+            latency_ns.saturating_record(ns);
+        }
+    }
+    Ok(latency_ns)
 }
 
 /// Reads one after another, as an operator's dashboard would; the mean of 100 after one

@@ -8,7 +8,7 @@
 use std::future::Future;
 use std::io::IsTerminal as _;
 use std::net::SocketAddr;
-use std::num::NonZeroUsize;
+use std::num::{NonZeroU32, NonZeroUsize};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::str::FromStr;
@@ -22,7 +22,7 @@ use url::Url;
 use super::escape::EscapedFields;
 use crate::auth::AuthMode;
 use crate::server::{
-    self, ServeConfig, StoreConfig, TlsFiles, DEFAULT_DATA_DIR, DEFAULT_LEASE_TTL,
+    self, Retention, ServeConfig, StoreConfig, TlsFiles, DEFAULT_DATA_DIR, DEFAULT_LEASE_TTL,
 };
 use crate::store::Synchronous;
 
@@ -62,8 +62,8 @@ pub struct ServeArgs {
     /// TOML file with any of these settings in snake_case (listen, data_dir, policy_dir,
     /// store, lease_seconds, reattach_grace_seconds, synchronous, max_message_bytes,
     /// shutdown_timeout_seconds,
-    /// log_format, metrics_listen, ask_webhooks = [..], public_url); relative paths in it
-    /// are relative to the file [env: RUNPLANE_CONFIG]
+    /// log_format, metrics_listen, ask_webhooks = [..], public_url, retain_finished_days);
+    /// relative paths in it are relative to the file [env: RUNPLANE_CONFIG]
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Seconds a dropped worker has to re-attach before its run fails as "worker lost"
@@ -114,6 +114,11 @@ pub struct ServeArgs {
     /// [default: http://<listen address>]
     #[arg(long, value_name = "URL")]
     pub public_url: Option<Url>,
+    /// Delete finished runs, with their events, once they completed more than N days ago:
+    /// in the background, at start and hourly [env: RUNPLANE_RETAIN_FINISHED_DAYS]
+    /// [default: keep forever]
+    #[arg(long, value_name = "N")]
+    pub retain_finished_days: Option<NonZeroU32>,
 }
 
 /// How the server's logs are written.
@@ -168,6 +173,8 @@ pub struct ConfigFile {
     pub ask_webhooks: Option<Vec<Url>>,
     /// See `--public-url`.
     pub public_url: Option<Url>,
+    /// See `--retain-finished-days`.
+    pub retain_finished_days: Option<NonZeroU32>,
 }
 
 impl ConfigFile {
@@ -354,6 +361,14 @@ pub fn resolve(
         from_str,
         file.public_url,
     )?;
+    let retain = pick(
+        args.retain_finished_days,
+        &env,
+        "RUNPLANE_RETAIN_FINISHED_DAYS",
+        from_str,
+        file.retain_finished_days,
+    )?;
+    config.retention = retain.map(|days| Retention::days(days.get()));
     Ok((config, log_format.unwrap_or_default()))
 }
 

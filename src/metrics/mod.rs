@@ -105,6 +105,7 @@ pub struct Metrics {
     auth_failures: Family<CodeLabel, Counter>,
     /// In `WebhookOutcome::ALL` order.
     webhooks: [Counter; 4],
+    runs_purged: Counter,
 }
 
 impl fmt::Debug for Metrics {
@@ -226,6 +227,12 @@ impl Metrics {
                 })
                 .clone()
         });
+        let runs_purged = Counter::default();
+        registry.register(
+            "runs_purged",
+            "Finished runs deleted by retention (--retain-finished-days), with their logs",
+            runs_purged.clone(),
+        );
         Metrics {
             registry,
             decisions,
@@ -241,6 +248,7 @@ impl Metrics {
             session_errors,
             auth_failures,
             webhooks,
+            runs_purged,
         }
     }
 
@@ -334,6 +342,11 @@ impl Metrics {
         if let Some(index) = WebhookOutcome::ALL.iter().position(|o| *o == outcome) {
             self.webhooks[index].inc();
         }
+    }
+
+    /// Retention deleted `count` finished runs.
+    pub fn runs_purged(&self, count: usize) {
+        self.runs_purged.inc_by(count as u64);
     }
 
     /// Every metric as OpenMetrics text.

@@ -57,6 +57,8 @@ pub struct ServeConfig {
     /// The console's address, for the links in ask webhooks; `None`: `http://` (or
     /// `https://` with TLS) and the bound listen address.
     pub public_url: Option<url::Url>,
+    /// Deletes finished runs once they completed this long ago; `None`: keeps them forever.
+    pub retention: Option<super::Retention>,
 }
 
 /// The store `serve` runs on. Each store's settings live in its own variant, so a setting
@@ -133,6 +135,7 @@ impl ServeConfig {
             metrics_listen: None,
             ask_webhooks: Vec::new(),
             public_url: None,
+            retention: None,
         }
     }
 }

@@ -4,12 +4,16 @@
 mod config;
 mod console;
 mod observe;
+mod retention;
 mod tls;
 
 pub use config::{
     ServeConfig, StoreConfig, TlsFiles, DEFAULT_ATTACH_TIMEOUT, DEFAULT_DATA_DIR,
     DEFAULT_LEASE_TTL, DEFAULT_LISTEN, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_REATTACH_GRACE,
     DEFAULT_SHUTDOWN_TIMEOUT,
+};
+pub use retention::{
+    Retention, BATCH as RETENTION_BATCH, DEFAULT_RETENTION_INTERVAL, PAUSE as RETENTION_PAUSE,
 };
 
 use std::future::Future;
@@ -108,6 +112,9 @@ pub struct BoundServer {
     metrics: Arc<Metrics>,
     /// The `/metrics` listener, when `metrics_listen` is set.
     metrics_listener: Option<TcpListener>,
+    /// The retention task, when `retention` is set; stopped when this is dropped, which
+    /// `serve` does when it returns.
+    retention: Option<retention::RetentionTask>,
 }
 
 /// Opens the store, loads the policies, restores live runs and binds the address.
@@ -220,6 +227,11 @@ async fn bind_parts(
         )?)
     };
     let feed = Arc::new(ObservedFeed::new(Arc::clone(&metrics), asks));
+    // Started once the coordinator has restored the live runs, so its first pass does not
+    // compete with the restore's reads.
+    let retention = config
+        .retention
+        .map(|retention| (Arc::clone(&store), retention));
     let coordinator = Coordinator::start_with_feed(
         Arc::clone(&store),
         feed,
@@ -231,8 +243,11 @@ async fn bind_parts(
         },
     )
     .await?;
+    let retention = retention
+        .map(|(store, retention)| retention::spawn(store, retention, Arc::clone(&metrics)));
     Ok(BoundServer {
         listener,
+        retention,
         coordinator,
         store,
         profiles,
@@ -316,6 +331,7 @@ impl BoundServer {
             config,
             metrics,
             metrics_listener,
+            retention: _retention,
         } = self;
         let (health, health_service) = tonic_health::server::health_reporter();
         report_serving(&health).await;

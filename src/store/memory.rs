@@ -16,6 +16,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use chrono::{DateTime, Utc};
 
+use super::completion::completed_before;
 use super::{
     Commit, CommitDone, PageCursor, RunPage, RunQuery, RunStore, StoreError, StoreFuture, StoredRun,
 };
@@ -227,6 +228,35 @@ impl State {
         RunPage { runs, next }
     }
 
+    /// Removes up to `limit` runs that ended before `cutoff`, oldest completion first, with
+    /// their worker tokens; "before" as the other stores compare it (`completion.rs`). A
+    /// scan of every run: this store holds what a test made.
+    fn purge_finished_before(&mut self, cutoff: DateTime<Utc>, limit: usize) -> usize {
+        let mut doomed: Vec<(DateTime<Utc>, String)> = self
+            .runs
+            .values()
+            .filter(|stored| stored.run.status.is_terminal())
+            .filter_map(|stored| Some((stored.run.completed_at?, stored.run.id.clone())))
+            .filter(|(completed, _)| completed_before(*completed, cutoff))
+            .collect();
+        doomed.sort();
+        doomed.truncate(limit);
+        for (_, run_id) in &doomed {
+            if let Some(stored) = self.runs.remove(run_id) {
+                self.by_creation
+                    .remove(&(stored.created.micros, run_id.clone()));
+            }
+            self.fenced.remove(run_id);
+        }
+        let gone: BTreeSet<&str> = doomed.iter().map(|(_, id)| id.as_str()).collect();
+        self.credentials
+            .retain(|_, credential| match &credential.kind {
+                CredentialKind::Worker { run_id } => !gone.contains(run_id.as_str()),
+                CredentialKind::Operator { .. } => true,
+            });
+        doomed.len()
+    }
+
     /// A live run with its stall tracker and log; `None` when it is terminal.
     fn live(stored: &StoredEntry) -> Option<StoredRun> {
         (!stored.run.status.is_terminal()).then(|| StoredRun {
@@ -385,6 +415,10 @@ impl RunStore for MemoryStore {
 
     /// `NameTaken` also for a hash already stored, as SQLite reports any constraint it
     /// breaks.
+    fn purge_finished_before(&self, cutoff: DateTime<Utc>, limit: usize) -> StoreFuture<usize> {
+        ready(Ok(self.lock().purge_finished_before(cutoff, limit)))
+    }
+
     fn put_credential(&self, credential: Credential) -> StoreFuture<()> {
         let mut state = self.lock();
         // SQLite's unique index covers the names of credentials that are not revoked, the

@@ -7,6 +7,7 @@
 //! when a run is restored, so one tool call costs one row, and nothing the worker heard
 //! can be missing from the log.
 
+mod completion;
 pub mod memory;
 mod peers;
 pub mod postgres;
@@ -201,6 +202,15 @@ pub trait RunStore: Send + Sync + 'static {
 
     /// One run as `live_runs` would return it; `None` if it is unknown or terminal.
     fn live_run(&self, run_id: &str) -> StoreFuture<Option<StoredRun>>;
+
+    /// Deletes up to `limit` finished runs (terminal status) that completed before
+    /// `cutoff`, oldest completion first, with everything stored for them: their log,
+    /// pending asks, worker tokens and leases. One transaction, so a batch is deleted whole
+    /// or not at all; returns how many runs went. Runs that are not terminal are never
+    /// touched. A store may delete fewer than `limit` to keep the transaction short (SQLite
+    /// bounds the events it deletes at once), so only 0 means none is left. Retention calls
+    /// this in small batches until it returns 0, so no transaction holds up commits long.
+    fn purge_finished_before(&self, cutoff: DateTime<Utc>, limit: usize) -> StoreFuture<usize>;
 
     /// Stores a new credential; durable when this resolves. Fails with `NameTaken` when a
     /// credential of the same name is not revoked.

@@ -126,6 +126,8 @@ pub struct Options {
     pub metrics: bool,
     /// Receivers of the ask webhooks.
     pub ask_webhooks: Vec<String>,
+    /// Retention of finished runs.
+    pub retention: Option<runplane::server::Retention>,
 }
 
 impl Default for Options {
@@ -139,6 +141,7 @@ impl Default for Options {
             store: None,
             metrics: false,
             ask_webhooks: Vec::new(),
+            retention: None,
         }
     }
 }
@@ -187,6 +190,7 @@ impl TestServer {
             .iter()
             .map(|url| url.parse().unwrap())
             .collect();
+        config.retention = options.retention;
         if options.store.is_some() {
             config.auth = runplane::auth::AuthMode::Off;
         }

@@ -3,6 +3,44 @@
 //! `RunStore`.
 #![allow(dead_code)]
 
+/// Each case once per store: `sqlite::<case>`, `memory::<case>` and `postgres::<case>`;
+/// every case is an `async fn(Arc<dyn RunStore>)` beside the invocation (`#[macro_use]`).
+#[allow(unused_macros)]
+macro_rules! contract {
+    ($($case:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread")]
+                async fn $case() {
+                    let (_dir, store) = super::fresh();
+                    super::$case(std::sync::Arc::new(store)).await;
+                }
+            )*
+        }
+        mod memory {
+            $(
+                #[tokio::test(flavor = "multi_thread")]
+                async fn $case() {
+                    super::$case(std::sync::Arc::new(runplane::store::MemoryStore::new())).await;
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread")]
+                async fn $case() {
+                    let Some(database) = super::store_common::postgres::database().await else {
+                        return;
+                    };
+                    let store = std::sync::Arc::new(database.open().await);
+                    super::$case(store.clone()).await;
+                    store.close().await;
+                }
+            )*
+        }
+    };
+}
+
 pub mod postgres;
 
 use std::path::Path;
@@ -81,6 +119,18 @@ pub fn change(run: &mut Run, events: Vec<Event>, stall: Option<StallTracker>) ->
         expected_version: Some(expected),
         events: events.into_iter().map(Arc::new).collect(),
         stall,
+    }
+}
+
+/// The run after it moved to `to` at `at`, and the commit that writes it.
+pub fn transition(run: &mut Run, to: Status, at: DateTime<Utc>, events: Vec<Event>) -> Commit {
+    let expected = run.version;
+    run.transition(to, at).unwrap();
+    Commit {
+        run: Arc::new(run.clone()),
+        expected_version: Some(expected),
+        events: events.into_iter().map(Arc::new).collect(),
+        stall: None,
     }
 }
 

@@ -11,6 +11,7 @@ mod credentials;
 mod lease;
 mod peers;
 mod read;
+mod retention;
 mod schema;
 mod write;
 
@@ -285,6 +286,12 @@ impl RunStore for PostgresStore {
         let run_id = run_id.to_string();
         self.with_client(move |mut client| async move {
             Ok(read::live_runs(&mut client, Some(&run_id)).await?.pop())
+        })
+    }
+
+    fn purge_finished_before(&self, cutoff: DateTime<Utc>, limit: usize) -> StoreFuture<usize> {
+        self.with_client(move |mut client| async move {
+            retention::purge_finished_before(&mut client, cutoff, limit).await
         })
     }
 

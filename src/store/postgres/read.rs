@@ -78,22 +78,23 @@ pub(super) async fn list_runs(client: &Object, query: &RunQuery) -> Result<RunPa
     if let Some(status) = &status {
         bind(&mut sql, &mut args, " AND status = ?", status);
     }
-    // A run without a team is in team '' (its column holds '').
-    if !query.scope.teams.is_empty() {
-        bind(
-            &mut sql,
-            &mut args,
-            " AND team_id = ANY(?)",
-            &query.scope.teams,
-        );
-    }
-    if !query.scope.projects.is_empty() {
-        bind(
-            &mut sql,
-            &mut args,
-            " AND project_id = ANY(?)",
-            &query.scope.projects,
-        );
+    // A run without a team is in team '' (its column holds ''). One value (the usual
+    // scope) is bound as `=`: the planner then walks that column's index in page order,
+    // where `= ANY(…)` cannot promise the order and reads elsewhere.
+    for (column, values) in [
+        ("team_id", &query.scope.teams),
+        ("project_id", &query.scope.projects),
+    ] {
+        match values.as_slice() {
+            [] => {}
+            [one] => bind(&mut sql, &mut args, &format!(" AND {column} = ?"), one),
+            _ => bind(
+                &mut sql,
+                &mut args,
+                &format!(" AND {column} = ANY(?)"),
+                values,
+            ),
+        }
     }
     if let Some((created_at, id)) = &cursor {
         bind(
@@ -166,22 +167,28 @@ pub(super) async fn pending_asks(
     client: &Object,
     run_id: Option<&str>,
 ) -> Result<Vec<Event>, StoreError> {
+    // Two statements, not one with `$1 IS NULL OR r.id = $1`: a prepared statement's
+    // generic plan cannot know which branch holds, and for one run it joined every run
+    // (72 ms median with 100,000 runs) instead of finding the run by its id.
+    const ALL: &str = "SELECT r.id, p.seq, 'run.toolcall.asked', p.at, p.attributes
+         FROM pending_asks p JOIN runs r ON r.run_no = p.run_no
+         ORDER BY p.at, r.id, p.seq";
+    const ONE: &str = "SELECT r.id, p.seq, 'run.toolcall.asked', p.at, p.attributes
+         FROM runs r JOIN pending_asks p ON p.run_no = r.run_no
+         WHERE r.id = $1
+         ORDER BY p.at, p.seq";
     let statement = client
-        .prepare_cached(
-            "SELECT r.id, p.seq, 'run.toolcall.asked', p.at, p.attributes
-             FROM pending_asks p JOIN runs r ON r.run_no = p.run_no
-             WHERE $1::text IS NULL OR r.id = $1
-             ORDER BY p.at, r.id, p.seq",
-        )
+        .prepare_cached(if run_id.is_some() { ONE } else { ALL })
         .await
         .map_err(pg_error("prepare pending asks"))?;
-    client
-        .query(&statement, &[&run_id])
-        .await
-        .map_err(pg_error("read pending asks"))?
-        .iter()
-        .map(|row| decode_event_at(row.get(0), row, 1))
-        .collect()
+    match run_id {
+        Some(run_id) => client.query(&statement, &[&run_id]).await,
+        None => client.query(&statement, &[]).await,
+    }
+    .map_err(pg_error("read pending asks"))?
+    .iter()
+    .map(|row| decode_event_at(row.get(0), row, 1))
+    .collect()
 }
 
 /// Every live run, or the one live run `only` names, with their logs, read in one

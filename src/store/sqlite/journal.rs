@@ -162,6 +162,30 @@ impl Journal {
         }
     }
 
+    /// Whether the journal holds unmoved rows of a run.
+    pub(super) fn holds(&self, run_no: i64) -> bool {
+        [Some(&self.hot), self.sealed.as_ref()]
+            .into_iter()
+            .flatten()
+            .any(|segment| segment.runs.contains_key(&run_no))
+    }
+
+    /// Forgets the unmoved rows of runs that were deleted (retention), once the deletion
+    /// has committed: they must never move into the log. The rowid ranges stay as they
+    /// are; a range delete of the segment then finds fewer rows.
+    pub(super) fn forget(&mut self, run_nos: &[i64]) {
+        for segment in [Some(&mut self.hot), self.sealed.as_mut()]
+            .into_iter()
+            .flatten()
+        {
+            for run_no in run_nos {
+                if let Some(rows) = segment.runs.remove(run_no) {
+                    segment.rows -= rows.len();
+                }
+            }
+        }
+    }
+
     /// Rows in the journal that have not moved yet.
     #[cfg(test)]
     fn unmoved(&self) -> usize {
@@ -231,6 +255,26 @@ mod tests {
         journal.settle(planned, true);
         assert!(matches!(journal.plan(0), Move::Nothing));
         assert_eq!(journal.last_seq(1), Some(4));
+    }
+
+    #[test]
+    fn forgotten_runs_never_move() {
+        let mut journal = Journal::new(3);
+        journal.appended(vec![(1, rows(1..=2)), (2, rows(1..=1))], 1, 3);
+        journal.appended(vec![(2, rows(2..=2)), (3, rows(1..=1))], 4, 5);
+        assert!(journal.holds(2));
+        journal.forget(&[2, 9]);
+        assert!(!journal.holds(2));
+        assert_eq!(
+            journal.unmoved(),
+            3,
+            "run 1's two rows, sealed; run 3's, hot"
+        );
+        let planned = journal.plan(0);
+        assert_eq!(moved_runs(&planned), vec![1]);
+        journal.settle(planned, true);
+        assert!(matches!(journal.plan(0), Move::Truncate(3)));
+        assert_eq!(journal.last_seq(3), Some(1));
     }
 
     #[test]

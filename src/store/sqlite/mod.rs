@@ -10,7 +10,10 @@ mod checkpoint;
 mod credentials;
 mod encode;
 mod journal;
+#[cfg(test)]
+mod plans;
 mod read;
+mod retention;
 mod rows;
 mod schema;
 mod writer;
@@ -400,6 +403,21 @@ impl RunStore for SqliteStore {
     fn live_run(&self, run_id: &str) -> StoreFuture<Option<StoredRun>> {
         let run_id = run_id.to_string();
         self.read(move |conn| Ok(read::live_runs(conn, Some(&run_id))?.pop()))
+    }
+
+    /// On the writer's thread between two groups: a batch holds up the commits queued
+    /// behind it for as long as it takes, which is why retention deletes in small batches.
+    fn purge_finished_before(&self, cutoff: DateTime<Utc>, limit: usize) -> StoreFuture<usize> {
+        let (reply, answer) = oneshot::channel();
+        if let Some(jobs) = &*self.jobs.read().unwrap_or_else(PoisonError::into_inner) {
+            // A writer that is gone drops the job, and the answer below is `Closed`.
+            let _ = jobs.send(Job::Purge {
+                cutoff,
+                limit,
+                reply,
+            });
+        }
+        Box::pin(async move { answer.await.unwrap_or(Err(StoreError::Closed)) })
     }
 
     fn put_credential(&self, credential: Credential) -> StoreFuture<()> {

@@ -66,6 +66,12 @@ impl ReadPool {
     }
 }
 
+/// `get_run`'s statement: the run's row by the id's unique index, and its progress by key.
+/// No events are read (only the journal's progress of the run, see `journal_progress`).
+pub(super) fn get_run_statement() -> String {
+    format!("SELECT {RUN_COLUMNS}, stall_json FROM {RUN_TABLES} WHERE id = ?1")
+}
+
 pub(super) fn get_run(conn: &mut Connection, run_id: &str) -> Result<Option<Run>, StoreError> {
     Ok(run_and_stall_json(conn, run_id)?.map(|(run, _)| run))
 }
@@ -90,9 +96,7 @@ fn run_and_stall_json(
 ) -> Result<Option<(Run, Option<String>)>, StoreError> {
     let tx = conn.transaction().map_err(db_err("begin read"))?;
     let row: Option<(RunRow, Option<String>)> = tx
-        .prepare_cached(&format!(
-            "SELECT {RUN_COLUMNS}, stall_json FROM {RUN_TABLES} WHERE id = ?1"
-        ))
+        .prepare_cached(&get_run_statement())
         .and_then(|mut stmt| {
             stmt.query_row([run_id], |r| Ok((RunRow::read(r)?, r.get(7)?)))
                 .optional()
@@ -128,67 +132,11 @@ pub(super) fn list_runs(conn: &mut Connection, query: &RunQuery) -> Result<RunPa
         .as_ref()
         .map(|c| (c.created_at.timestamp_micros(), c.id.as_str()));
     let fetch = i64::try_from(limit).unwrap_or(i64::MAX - 1) + 1;
-
-    let mut sql = format!("SELECT {RUN_COLUMNS} FROM {RUN_TABLES} WHERE 1");
-    let mut args: Vec<(&str, &dyn ToSql)> = Vec::new();
-    let filters: [(&str, &str, Option<&dyn ToSql>); 4] = [
-        (
-            "task_id",
-            ":task_id",
-            query.task_id.as_ref().map(|v| v as &dyn ToSql),
-        ),
-        (
-            "project_id",
-            ":project_id",
-            query.project_id.as_ref().map(|v| v as &dyn ToSql),
-        ),
-        (
-            "agent_id",
-            ":agent_id",
-            query.agent_id.as_ref().map(|v| v as &dyn ToSql),
-        ),
-        (
-            "status",
-            ":status",
-            status.as_ref().map(|v| v as &dyn ToSql),
-        ),
-    ];
-    for (column, name, value) in filters {
-        if let Some(value) = value {
-            sql.push_str(&format!(" AND {column} = {name}"));
-            args.push((name, value));
-        }
-    }
-    // The run's team is only in run_json (no column: scoped listing is rare enough not to
-    // need an index); a run without a team has none there, which reads as ''.
-    let scope = [
-        (
-            "IFNULL(json_extract(run_json, '$.team_id'), '')",
-            "team",
-            &query.scope.teams,
-        ),
-        ("project_id", "project", &query.scope.projects),
-    ];
-    let scope_names: Vec<Vec<String>> = scope
+    let (sql, named) = list_statement(query, &status, &cursor, &fetch);
+    let args: Vec<(&str, &dyn ToSql)> = named
         .iter()
-        .map(|(_, prefix, values)| (0..values.len()).map(|i| format!(":{prefix}{i}")).collect())
+        .map(|(name, value)| (name.as_str(), *value))
         .collect();
-    for ((column, _, values), names) in scope.iter().zip(&scope_names) {
-        if values.is_empty() {
-            continue;
-        }
-        sql.push_str(&format!(" AND {column} IN ({})", names.join(", ")));
-        for (name, value) in names.iter().zip(values.iter()) {
-            args.push((name.as_str(), value as &dyn ToSql));
-        }
-    }
-    if let Some((created_at, id)) = &cursor {
-        sql.push_str(" AND (created_at, id) < (:after_created_at, :after_id)");
-        args.push((":after_created_at", created_at));
-        args.push((":after_id", id));
-    }
-    sql.push_str(" ORDER BY created_at DESC, id DESC LIMIT :limit");
-    args.push((":limit", &fetch));
 
     let tx = conn.transaction().map_err(db_err("begin read"))?;
     let rows: Vec<RunRow> = {
@@ -220,6 +168,63 @@ pub(super) fn list_runs(conn: &mut Connection, query: &RunQuery) -> Result<RunPa
         None
     };
     Ok(RunPage { runs, next })
+}
+
+/// `list_runs`' statement and its named arguments. Each filter is one equality (or `IN`)
+/// and the order is `created_at DESC, id DESC`, so an index keyed by the filter's column
+/// then `(created_at DESC, id DESC)` serves the page in order from the cursor on
+/// (`plans.rs` checks the plans).
+pub(super) fn list_statement<'q>(
+    query: &'q RunQuery,
+    status: &'q Option<&'static str>,
+    cursor: &'q Option<(i64, &'q str)>,
+    fetch: &'q i64,
+) -> (String, Vec<(String, &'q dyn ToSql)>) {
+    let mut sql = format!("SELECT {RUN_COLUMNS} FROM {RUN_TABLES} WHERE 1");
+    let mut args: Vec<(String, &dyn ToSql)> = Vec::new();
+    let filters: [(&str, Option<&dyn ToSql>); 4] = [
+        ("task_id", query.task_id.as_ref().map(|v| v as &dyn ToSql)),
+        (
+            "project_id",
+            query.project_id.as_ref().map(|v| v as &dyn ToSql),
+        ),
+        ("agent_id", query.agent_id.as_ref().map(|v| v as &dyn ToSql)),
+        ("status", status.as_ref().map(|v| v as &dyn ToSql)),
+    ];
+    for (column, value) in filters {
+        if let Some(value) = value {
+            sql.push_str(&format!(" AND {column} = :{column}"));
+            args.push((format!(":{column}"), value));
+        }
+    }
+    // The run's team is only in run_json; `runs_team` indexes this very expression (a run
+    // without a team has none there, which reads as '').
+    let scope = [
+        (
+            "IFNULL(json_extract(run_json, '$.team_id'), '')",
+            "team",
+            &query.scope.teams,
+        ),
+        ("project_id", "project", &query.scope.projects),
+    ];
+    for (column, prefix, values) in scope {
+        if values.is_empty() {
+            continue;
+        }
+        let names: Vec<String> = (0..values.len()).map(|i| format!(":{prefix}{i}")).collect();
+        sql.push_str(&format!(" AND {column} IN ({})", names.join(", ")));
+        for (name, value) in names.into_iter().zip(values.iter()) {
+            args.push((name, value as &dyn ToSql));
+        }
+    }
+    if let Some((created_at, id)) = cursor {
+        sql.push_str(" AND (created_at, id) < (:after_created_at, :after_id)");
+        args.push((":after_created_at".into(), created_at));
+        args.push((":after_id".into(), id));
+    }
+    sql.push_str(" ORDER BY created_at DESC, id DESC LIMIT :limit");
+    args.push((":limit".into(), fetch));
+    (sql, args)
 }
 
 /// In one read transaction: the writer may move a row from the journal to the log and
@@ -515,6 +520,18 @@ impl EventRow {
     }
 }
 
+/// Every pending ask, oldest first.
+pub(super) const PENDING_ASKS: &str = "SELECT r.id, p.seq, p.at, p.attributes FROM pending_asks p
+     JOIN runs r ON r.run_no = p.run_no
+     ORDER BY p.at, r.id, p.seq";
+/// One run's pending asks: a statement of its own, because with `?1 IS NULL OR r.id = ?1`
+/// the plan walked every pending ask to find one run's; this finds the run by its id,
+/// then its asks by their key.
+pub(super) const PENDING_ASKS_OF_RUN: &str = "SELECT r.id, p.seq, p.at, p.attributes FROM runs r
+     JOIN pending_asks p ON p.run_no = r.run_no
+     WHERE r.id = ?1
+     ORDER BY p.at, p.seq";
+
 /// The asked decisions of the calls still waiting for an operator, oldest first; of one
 /// run, or of every run.
 pub(super) fn pending_asks(
@@ -522,15 +539,18 @@ pub(super) fn pending_asks(
     run_id: Option<&str>,
 ) -> Result<Vec<Event>, StoreError> {
     let mut statement = conn
-        .prepare_cached(
-            "SELECT r.id, p.seq, p.at, p.attributes FROM pending_asks p
-             JOIN runs r ON r.run_no = p.run_no
-             WHERE ?1 IS NULL OR r.id = ?1
-             ORDER BY p.at, r.id, p.seq",
-        )
+        .prepare_cached(if run_id.is_some() {
+            PENDING_ASKS_OF_RUN
+        } else {
+            PENDING_ASKS
+        })
         .map_err(db_err("read pending asks"))?;
+    let params: &[&dyn ToSql] = match &run_id {
+        Some(run_id) => &[run_id],
+        None => &[],
+    };
     let rows = statement
-        .query_map([run_id], |row| {
+        .query_map(params, |row| {
             Ok((
                 row.get::<_, String>(0)?,
                 EventRow {

@@ -160,6 +160,25 @@ const MIGRATIONS: &[&str] = &[
                 AND x.kind = 'run.toolcall.resolved'
                 AND json_extract(x.attributes, '$.call_id') = json_extract(e.attributes, '$.call_id'));
     ",
+    // 6: indexes for what grows with history. A status with a project or an agent (a
+    // dashboard's "running in project P") walked one of the two indexes and filtered by
+    // the other, through every run when few or none match both (20 ms at 100,000 runs);
+    // with both as the key it walks only matching rows. The team is only in run_json, so
+    // a scoped listing walked every run until it had a page; this index on the very
+    // expression `list_runs` filters by (SQLite matches it textually) walks only the
+    // team's runs, in page order. Retention deletes finished runs oldest completion first and their worker
+    // tokens by run: both would otherwise scan their whole table for every batch.
+    // `completed_at` is RFC 3339 text in run_json; retention compares it as text (why
+    // that is safe: store/completion.rs).
+    "
+    CREATE INDEX runs_project_status ON runs (project_id, status, created_at DESC, id DESC);
+    CREATE INDEX runs_agent_status   ON runs (agent_id,   status, created_at DESC, id DESC);
+    CREATE INDEX runs_team ON runs
+        (IFNULL(json_extract(run_json, '$.team_id'), ''), created_at DESC, id DESC);
+    CREATE INDEX runs_finished ON runs (json_extract(run_json, '$.completed_at'))
+        WHERE status IN ('completed', 'failed', 'cancelled', 'timeout');
+    CREATE INDEX credentials_run ON credentials (run_id) WHERE run_id IS NOT NULL;
+    ",
 ];
 
 /// The statuses `runs_live` excludes, as its `WHERE` clause spells them. A query uses the

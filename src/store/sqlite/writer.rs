@@ -17,11 +17,14 @@ use std::collections::HashMap;
 use std::sync::{mpsc, Arc};
 use std::time::Instant;
 
+use chrono::{DateTime, Utc};
 use rusqlite::{Connection, OptionalExtension};
+use tokio::sync::oneshot;
 
 use super::checkpoint;
 use super::encode::{EncodedCommit, EncodedEvent, Progress};
 use super::journal::Journal;
+use super::retention;
 use super::rows::{self, Failure};
 use super::GroupObserver;
 use crate::store::reply::Reply;
@@ -39,6 +42,17 @@ pub(super) enum Job {
     /// writer's connection, in its own autocommit statement; it answers through its own
     /// channel.
     Exec(Box<dyn FnOnce(&Connection) + Send>),
+    /// Delete a batch of finished runs (retention), between two groups in a transaction of
+    /// its own; answered with how many went. The writer's memory of the journal forgets
+    /// their rows once the deletion has committed.
+    Purge {
+        /// Runs that completed before this go.
+        cutoff: DateTime<Utc>,
+        /// Most runs in the batch.
+        limit: usize,
+        /// Where the outcome goes.
+        reply: oneshot::Sender<Result<usize, StoreError>>,
+    },
     /// Finish the current group and stop; jobs queued behind this are dropped unanswered,
     /// which their waiters see as `Closed`.
     Shutdown,
@@ -101,6 +115,20 @@ pub(super) fn run(
                 let _ = done.send(checkpoint::finish(&writer.conn));
             }
             Some(Job::Exec(write)) => write(&writer.conn),
+            Some(Job::Purge {
+                cutoff,
+                limit,
+                reply,
+            }) => {
+                let outcome = retention::purge_finished_before(
+                    &writer.conn,
+                    &mut writer.journal,
+                    cutoff,
+                    limit,
+                );
+                // A caller that gave up does not undo the deletion.
+                let _ = reply.send(outcome);
+            }
             Some(Job::Commit(..)) | None => {}
         }
     }
