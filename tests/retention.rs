@@ -3,6 +3,9 @@
 //! recent and live runs alone, and counts what it deleted in `runplane_runs_purged_total`.
 
 mod common;
+// Both harnesses hold the PostgreSQL test server's module (tests/store_common/postgres.rs);
+// each copy starts a server of its own, and only when a test asks for one.
+#[allow(clippy::duplicate_mod)]
 mod store_common;
 
 use std::sync::Arc;
