@@ -97,7 +97,7 @@ async fn a_newer_schema_is_refused() {
     let err = PostgresStore::open(database.options()).await.err().unwrap();
     assert_eq!(
         err.to_string(),
-        "database error: database schema version 99 is newer than this runplane (2)"
+        "database error: database schema version 99 is newer than this runplane (3)"
     );
 }
 

@@ -128,7 +128,7 @@ async fn a_newer_schema_is_refused() {
         .unwrap();
     assert_eq!(
         err.to_string(),
-        "database error: database schema version 99 is newer than this runplane (5)"
+        "database error: database schema version 99 is newer than this runplane (6)"
     );
 }
 

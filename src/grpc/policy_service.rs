@@ -12,16 +12,14 @@ use tonic::{Request, Response, Status};
 use crate::grpc::access::principal;
 use crate::grpc::convert::{bounded_paths, replay_request, MAX_TEXT_BYTES};
 use crate::grpc::pb;
-use crate::policy::{
-    evaluate_off_runtime, CompiledProfile, ProfileRegistry, ToolCall, DEFAULT_PROFILE,
-};
+use crate::policy::{evaluate_off_runtime, CompiledProfile, LiveProfiles, ToolCall, DEFAULT_PROFILE};
 use crate::replay::{compile_candidate, replay, Candidate, ReplayError, CHANGES_BUFFER};
 use crate::store::RunStore;
 
 /// Serves the profile registry.
 pub struct PolicyApi {
-    /// The same registry the coordinator decides with.
-    pub profiles: Arc<ProfileRegistry>,
+    /// The same profiles the coordinator starts runs with; `Reload` replaces them.
+    pub profiles: Arc<LiveProfiles>,
     /// The server's store, whose logs a replay reads.
     pub store: Arc<dyn RunStore>,
 }
@@ -37,6 +35,7 @@ impl PolicyApi {
             name
         };
         self.profiles
+            .current()
             .get(name)
             .ok_or_else(|| Status::not_found(format!("profile {name:?} not found")))
     }
@@ -73,12 +72,13 @@ impl pb::policy_service_server::PolicyService for PolicyApi {
         &self,
         _request: Request<pb::ListProfilesRequest>,
     ) -> Result<Response<pb::ListProfilesResponse>, Status> {
-        let profiles = self
-            .profiles
+        // One registry for the whole answer, even if a reload lands meanwhile.
+        let registry = self.profiles.current();
+        let profiles = registry
             .names()
             .iter()
-            .filter_map(|name| self.profiles.get(name))
-            .map(|p| pb::PolicyProfile::from(p.profile()))
+            .filter_map(|name| registry.get(name))
+            .map(|p| pb::PolicyProfile::from(p.as_ref()))
             .collect();
         Ok(Response::new(pb::ListProfilesResponse { profiles }))
     }
@@ -92,7 +92,7 @@ impl pb::policy_service_server::PolicyService for PolicyApi {
             return Err(Status::invalid_argument("name: required"));
         }
         let profile = self.profile(&name)?;
-        Ok(Response::new(pb::PolicyProfile::from(profile.profile())))
+        Ok(Response::new(pb::PolicyProfile::from(profile.as_ref())))
     }
 
     async fn evaluate(
@@ -173,5 +173,26 @@ impl pb::policy_service_server::PolicyService for PolicyApi {
             })
         });
         Ok(Response::new(Box::pin(changed.chain(summary))))
+    }
+
+    async fn reload(
+        &self,
+        _request: Request<pb::ReloadRequest>,
+    ) -> Result<Response<pb::ReloadResponse>, Status> {
+        let profiles = Arc::clone(&self.profiles);
+        // Files are read and every profile compiled and tested: off the runtime threads
+        // live sessions share.
+        let changes = tokio::task::spawn_blocking(move || profiles.reload())
+            .await
+            .map_err(|e| Status::internal(format!("the reload failed: {e}")))?
+            // Every load error names the file and what is wrong in it.
+            .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        tracing::info!(changed = changes.len(), "policy directory reloaded by Reload");
+        Ok(Response::new(pb::ReloadResponse {
+            changes: changes
+                .into_iter()
+                .map(pb::ProfileVersionChange::from)
+                .collect(),
+        }))
     }
 }

@@ -147,6 +147,14 @@ impl ProfileRegistry {
         self.entries.get(name).map(|e| Arc::clone(&e.profile))
     }
 
+    /// The loaded profile whose version has this hash.
+    pub fn by_hash(&self, hash: &str) -> Option<Arc<CompiledProfile>> {
+        self.entries
+            .values()
+            .find(|e| e.profile.hash() == hash)
+            .map(|e| Arc::clone(&e.profile))
+    }
+
     /// Where the profile of that name came from.
     pub fn source(&self, name: &str) -> Option<&ProfileSource> {
         self.entries.get(name).map(|e| &e.source)

@@ -160,6 +160,17 @@ const MIGRATIONS: &[&str] = &[
                 AND x.kind = 'run.toolcall.resolved'
                 AND json_extract(x.attributes, '$.call_id') = json_extract(e.attributes, '$.call_id'));
     ",
+    // 6: the policy versions runs are pinned to, each stored once under its content hash
+    // (SHA-256 of the canonical text), so a run restored after its file changed or went
+    // away is still judged by the rules it started with.
+    "
+    CREATE TABLE policy_versions (
+        hash       TEXT PRIMARY KEY,  -- SHA-256 of source, lowercase hex
+        name       TEXT NOT NULL,
+        source     TEXT NOT NULL,     -- the profile's canonical TOML
+        first_seen TEXT NOT NULL      -- RFC 3339
+    ) WITHOUT ROWID;
+    ",
 ];
 
 /// The statuses `runs_live` excludes, as its `WHERE` clause spells them. A query uses the
