@@ -17,11 +17,7 @@ pub fn run(client: &ClientArgs, out: &mut dyn Write) -> ExitCode {
 
 async fn reload(client: &ClientArgs, out: &mut dyn Write) -> anyhow::Result<()> {
     let mut rpc = PolicyServiceClient::new(super::connect::connect(client).await?);
-    let changes = rpc
-        .reload(pb::ReloadRequest {})
-        .await?
-        .into_inner()
-        .changes;
+    let changes = rpc.reload(pb::ReloadRequest {}).await?.into_inner().changes;
     if client.json {
         let items: Vec<_> = changes
             .iter()

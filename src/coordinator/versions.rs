@@ -58,14 +58,15 @@ impl Coordinator {
         events: &[Event],
     ) -> Result<Pinned, StoreError> {
         let Some(hash) = pinned_hash(events) else {
-            return Ok(self
-                .shared
-                .profiles
-                .current()
-                .get(&run.policy_profile)
-                .ok_or_else(|| {
-                    format!("policy profile {:?} no longer exists", run.policy_profile)
-                }));
+            let Some(loaded) = self.shared.profiles.current().get(&run.policy_profile) else {
+                return Ok(Err(format!(
+                    "policy profile {:?} no longer exists",
+                    run.policy_profile
+                )));
+            };
+            // Its decisions from now on name this version: stored, so they can be audited.
+            self.store_version(&loaded, self.shared.clock.now()).await?;
+            return Ok(Ok(loaded));
         };
         let pinned = self.version(hash).await?;
         if let Err(why) = &pinned {

@@ -12,7 +12,9 @@ use tonic::{Request, Response, Status};
 use crate::grpc::access::principal;
 use crate::grpc::convert::{bounded_paths, replay_request, MAX_TEXT_BYTES};
 use crate::grpc::pb;
-use crate::policy::{evaluate_off_runtime, CompiledProfile, LiveProfiles, ToolCall, DEFAULT_PROFILE};
+use crate::policy::{
+    evaluate_off_runtime, CompiledProfile, LiveProfiles, ToolCall, DEFAULT_PROFILE,
+};
 use crate::replay::{compile_candidate, replay, Candidate, ReplayError, CHANGES_BUFFER};
 use crate::store::RunStore;
 
@@ -187,7 +189,10 @@ impl pb::policy_service_server::PolicyService for PolicyApi {
             .map_err(|e| Status::internal(format!("the reload failed: {e}")))?
             // Every load error names the file and what is wrong in it.
             .map_err(|e| Status::invalid_argument(e.to_string()))?;
-        tracing::info!(changed = changes.len(), "policy directory reloaded by Reload");
+        tracing::info!(
+            changed = changes.len(),
+            "policy directory reloaded by Reload"
+        );
         Ok(Response::new(pb::ReloadResponse {
             changes: changes
                 .into_iter()

@@ -39,7 +39,10 @@ impl LiveProfiles {
     /// Loads `policy_dir` over the presets, as [`ProfileRegistry::load`].
     pub fn load(policy_dir: Option<&Path>) -> Result<LiveProfiles, LoadError> {
         let registry = ProfileRegistry::load(policy_dir)?;
-        Ok(LiveProfiles::new(registry, policy_dir.map(Path::to_path_buf)))
+        Ok(LiveProfiles::new(
+            registry,
+            policy_dir.map(Path::to_path_buf),
+        ))
     }
 
     /// A registry already loaded from `policy_dir`.

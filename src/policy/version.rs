@@ -60,8 +60,7 @@ pub fn compile_version(hash: &str, canonical: &str) -> Result<CompiledProfile, V
         hash: hash.to_string(),
         source,
     };
-    let profile =
-        parse_profile(canonical, ProfileFormat::Toml, "").map_err(unreadable)?;
+    let profile = parse_profile(canonical, ProfileFormat::Toml, "").map_err(unreadable)?;
     let compiled =
         CompiledProfile::compile(profile).map_err(|e| unreadable(ParseError::Invalid(e)))?;
     if compiled.hash() != hash {
@@ -150,7 +149,10 @@ tests:
         let base = hash_of(BASE, ProfileFormat::Toml);
         for (from, to) in [
             ("\"plan\"", "\"default\""),
-            ("\"git status\", \"cargo test\"", "\"cargo test\", \"git status\""),
+            (
+                "\"git status\", \"cargo test\"",
+                "\"cargo test\", \"git status\"",
+            ),
             ("decision = \"allow\"", "decision = \"ask\""),
             ("max_steps = 10", "max_steps = 11"),
             ("name = \"team\"", "name = \"team2\""),
@@ -159,7 +161,11 @@ tests:
         ] {
             let changed = BASE.replacen(from, to, 1);
             assert_ne!(changed, BASE, "{from} is in the base profile");
-            assert_ne!(hash_of(&changed, ProfileFormat::Toml), base, "{from} -> {to}");
+            assert_ne!(
+                hash_of(&changed, ProfileFormat::Toml),
+                base,
+                "{from} -> {to}"
+            );
         }
     }
 

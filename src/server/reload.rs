@@ -13,7 +13,11 @@ use crate::policy::{LiveProfiles, ProfileChange};
 pub async fn reload_and_log(profiles: Arc<LiveProfiles>, trigger: &'static str) {
     match tokio::task::spawn_blocking(move || profiles.reload()).await {
         Ok(Ok(changes)) => {
-            info!(trigger, changed = changes.len(), "policy directory reloaded");
+            info!(
+                trigger,
+                changed = changes.len(),
+                "policy directory reloaded"
+            );
             for change in &changes {
                 log_change(change);
             }
