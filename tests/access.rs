@@ -295,6 +295,7 @@ async fn call(server: &TestServer, fx: &Fixture, rpc: Rpc) -> Code {
         Rpc::GetProfile => policy
             .get_profile(pb::GetProfileRequest {
                 name: "asks".into(),
+                hash: String::new(),
             })
             .await
             .map(drop),

@@ -58,6 +58,7 @@ async fn served_hash(server: &TestServer) -> String {
         .await
         .get_profile(pb::GetProfileRequest {
             name: "team".into(),
+            hash: String::new(),
         })
         .await
         .unwrap()
@@ -397,6 +398,7 @@ impl Serve {
         PolicyServiceClient::new(self.channel().await)
             .get_profile(pb::GetProfileRequest {
                 name: "team".into(),
+                hash: String::new(),
             })
             .await
             .unwrap()
@@ -519,4 +521,94 @@ async fn sighup_reloads_a_serve_process_and_a_bad_file_is_logged_and_ignored() {
     let mut after = serve.attached_run().await;
     assert_eq!(after.bash("c1", "ls").await, pb::Decision::Deny);
     assert!(log.contains("SIGHUP"), "{log}");
+}
+
+/// `runplane policy reload` against `serve`, with its admin token file.
+fn reload_cli(serve: &Serve, json: bool) -> std::process::Output {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_runplane"));
+    command
+        .args(["policy", "reload", "--server"])
+        .arg(format!("http://{}", serve.addr))
+        .arg("--token-file")
+        .arg(serve.dir.path().join("data").join("operator.token"))
+        .env_remove("RUNPLANE_TOKEN");
+    if json {
+        command.arg("--json");
+    }
+    command.output().unwrap()
+}
+
+#[tokio::test]
+async fn policy_reload_prints_the_changed_versions_or_the_bad_file() {
+    let serve = Serve::spawn(&team("curl")).await;
+    let (old, new) = (hash_of(&team("curl")), hash_of(&team("ls")));
+    serve.write_policy("team.toml", &team("ls"));
+    let out = reload_cli(&serve, false);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap(),
+        format!(
+            "reloaded: 1 profile(s) changed\n  team  {} -> {}\n",
+            &old[..12],
+            &new[..12]
+        )
+    );
+    assert_eq!(serve.hash().await, new);
+
+    serve.write_policy("added.toml", "mode = \"plan\"\n");
+    let out = reload_cli(&serve, true);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let added = serde_json::json!({
+        "changes": [{ "name": "added", "previous_hash": "", "hash": hash_of("name = \"added\"\nmode = \"plan\"\n") }]
+    });
+    let printed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(printed, added);
+
+    serve.write_policy("team.toml", &team("curl"));
+    serve.write_policy("broken.toml", "mode = [\n");
+    let out = reload_cli(&serve, false);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    let broken = serve.dir.path().join("policies").join("broken.toml");
+    assert!(
+        stderr.starts_with(&format!("error: INVALID_ARGUMENT: {}: ", broken.display())),
+        "{stderr}"
+    );
+    assert_eq!(serve.hash().await, new);
+}
+
+#[tokio::test]
+async fn a_version_no_longer_loaded_is_shown_by_its_hash() {
+    let server = team_server().await;
+    let (old, new) = (hash_of(&team("curl")), hash_of(&team("ls")));
+    let get = async |name: &str, hash: &str| {
+        policies(&server)
+            .await
+            .get_profile(pb::GetProfileRequest {
+                name: name.into(),
+                hash: hash.into(),
+            })
+            .await
+    };
+    // Not stored yet (no run started under it) and loaded: found all the same.
+    assert_eq!(get("", &old).await.unwrap().into_inner().hash, old);
+    server.start_run("team").await;
+    std::fs::write(policy_file(&server), team("ls")).unwrap();
+    policies(&server)
+        .await
+        .reload(pb::ReloadRequest {})
+        .await
+        .unwrap();
+
+    let shown = get("team", &old).await.unwrap().into_inner();
+    assert_eq!(shown.hash, old);
+    assert_eq!(shown.rules.len(), 1);
+    assert_eq!(shown.rules[0].command_allow, ["curl"]);
+    assert_eq!(get("", &new).await.unwrap().into_inner().hash, new);
+    assert_eq!(get("team", "").await.unwrap().into_inner().hash, new);
+    for (name, hash) in [("other", old.as_str()), ("", "0123")] {
+        let err = get(name, hash).await.unwrap_err();
+        assert_eq!(err.code(), Code::NotFound, "{name} {hash}");
+        assert_eq!(err.message(), format!("version {hash:?} not found"));
+    }
 }

@@ -9,11 +9,12 @@ use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::StreamExt;
 use tonic::{Request, Response, Status};
 
+use crate::coordinator::CoordinatorError;
 use crate::grpc::access::principal;
 use crate::grpc::convert::{bounded_paths, replay_request, MAX_TEXT_BYTES};
 use crate::grpc::pb;
 use crate::policy::{
-    evaluate_off_runtime, CompiledProfile, LiveProfiles, ToolCall, DEFAULT_PROFILE,
+    compile_version, evaluate_off_runtime, CompiledProfile, LiveProfiles, ToolCall, DEFAULT_PROFILE,
 };
 use crate::replay::{compile_candidate, replay, Candidate, ReplayError, CHANGES_BUFFER};
 use crate::store::RunStore;
@@ -40,6 +41,28 @@ impl PolicyApi {
             .current()
             .get(name)
             .ok_or_else(|| Status::not_found(format!("profile {name:?} not found")))
+    }
+
+    /// The version with this hash: a loaded profile, else the one the store keeps for the
+    /// runs pinned to it, compiled on the blocking pool.
+    async fn version(&self, hash: &str) -> Result<Option<Arc<CompiledProfile>>, Status> {
+        if let Some(loaded) = self.profiles.current().by_hash(hash) {
+            return Ok(Some(loaded));
+        }
+        let stored = self
+            .store
+            .policy_version(hash)
+            .await
+            .map_err(|e| Status::from(CoordinatorError::Store(e)))?;
+        let Some(stored) = stored else {
+            return Ok(None);
+        };
+        tokio::task::spawn_blocking(move || compile_version(&stored.hash, &stored.source))
+            .await
+            .map_err(|e| Status::internal(format!("compiling the version failed: {e}")))?
+            .map(|compiled| Some(Arc::new(compiled)))
+            // The store holds a version that is not what its hash says.
+            .map_err(|e| Status::internal(e.to_string()))
     }
 
     /// The compiled candidate of a replay: a loaded profile, or a text compiled on the
@@ -89,11 +112,16 @@ impl pb::policy_service_server::PolicyService for PolicyApi {
         &self,
         request: Request<pb::GetProfileRequest>,
     ) -> Result<Response<pb::PolicyProfile>, Status> {
-        let name = request.into_inner().name;
-        if name.is_empty() {
-            return Err(Status::invalid_argument("name: required"));
-        }
-        let profile = self.profile(&name)?;
+        let pb::GetProfileRequest { name, hash } = request.into_inner();
+        let profile = match (name.is_empty(), hash.is_empty()) {
+            (true, true) => return Err(Status::invalid_argument("name: required")),
+            (_, true) => self.profile(&name)?,
+            (_, false) => self
+                .version(&hash)
+                .await?
+                .filter(|version| name.is_empty() || version.profile().name == name)
+                .ok_or_else(|| Status::not_found(format!("version {hash:?} not found")))?,
+        };
         Ok(Response::new(pb::PolicyProfile::from(profile.as_ref())))
     }
 
