@@ -91,7 +91,7 @@ async fn a_reopened_store_has_everything_and_migrates_once() {
     let before = migrations(&file);
     assert_eq!(
         before.iter().map(|m| m.0).collect::<Vec<_>>(),
-        [1, 2, 3, 4, 5]
+        [1, 2, 3, 4, 5, 6]
     );
 
     let store = open(dir.path());

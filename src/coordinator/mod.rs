@@ -511,45 +511,6 @@ impl Coordinator {
         Ok(asks)
     }
 
-    /// Fills in each ask's rule text from the profile version that decided it: the log
-    /// records only the rule's index (and the version's hash), and the version is the one
-    /// place its text is. One lookup per version (or, for an ask recorded without a hash,
-    /// per run); a version or profile that cannot be found leaves the text empty rather
-    /// than failing the whole list.
-    async fn add_rules(&self, asks: &mut [PendingAsk]) -> Result<(), CoordinatorError> {
-        let mut profiles: HashMap<String, Option<Arc<CompiledProfile>>> = HashMap::new();
-        for ask in asks.iter_mut() {
-            let Some(index) = ask.rule_index else {
-                continue;
-            };
-            let key = if ask.profile_hash.is_empty() {
-                format!("run {}", ask.request.run_id)
-            } else {
-                ask.profile_hash.clone()
-            };
-            if !profiles.contains_key(&key) {
-                let profile = if ask.profile_hash.is_empty() {
-                    self.shared
-                        .store
-                        .get_run(&ask.request.run_id)
-                        .await?
-                        .and_then(|run| self.shared.profiles.current().get(&run.policy_profile))
-                } else {
-                    self.version(&ask.profile_hash).await?.ok()
-                };
-                profiles.insert(key.clone(), profile);
-            }
-            let rule = profiles
-                .get(&key)
-                .and_then(Option::as_ref)
-                .and_then(|profile| profile.profile().rules.get(index));
-            if let Some(rule) = rule {
-                ask.rule = crate::policy::rule_to_toml(rule);
-            }
-        }
-        Ok(())
-    }
-
     /// Answers a pending ask as the principal named `by`; `note` is the client's own text
     /// about who answered, kept beside the identity, never as it. The worker receives the
     /// final decision, from the process that owns the run, wherever that is.

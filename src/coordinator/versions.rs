@@ -1,17 +1,16 @@
 //! The policy versions runs are pinned to: stored when a run starts under a version the
 //! store does not hold yet, and found again by hash when a run is restored (after a
-//! restart, or by another process) or its asks are listed, whatever the policy directory
-//! says by then.
+//! restart, or by another process) or its asks are listed (with the rule that asked),
+//! whatever the policy directory says by then.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
-use chrono::{DateTime, Utc};
-use tracing::info;
-
-use super::{lock, Coordinator};
+use super::{lock, Coordinator, CoordinatorError, PendingAsk};
 use crate::domain::{Event, EventKind, PolicyVersion, Run};
 use crate::policy::{compile_version, CompiledProfile};
 use crate::store::StoreError;
+use chrono::{DateTime, Utc};
 
 /// A pinned version, or why it cannot be used (the run then fails: judging its calls by
 /// other rules would be a guess).
@@ -68,10 +67,8 @@ impl Coordinator {
             self.store_version(&loaded, self.shared.clock.now()).await?;
             return Ok(Ok(loaded));
         };
+        // Why it is unusable is logged with the run's failure.
         let pinned = self.version(hash).await?;
-        if let Err(why) = &pinned {
-            info!(run_id = %run.id, profile = %run.policy_profile, %why, "pinned version unusable");
-        }
         Ok(pinned.map_err(|why| format!("policy profile {:?}: {why}", run.policy_profile)))
     }
 
@@ -90,5 +87,44 @@ impl Coordinator {
                 .await
                 .map_err(|e| StoreError::Database(format!("compiling a stored version: {e}")))?;
         Ok(compiled.map(Arc::new).map_err(|e| e.to_string()))
+    }
+
+    /// Fills in each ask's rule text from the profile version that decided it: the log
+    /// records only the rule's index (and the version's hash), and the version is the one
+    /// place its text is. One lookup per version (or, for an ask recorded without a hash,
+    /// per run); a version or profile that cannot be found leaves the text empty rather
+    /// than failing the whole list.
+    pub(super) async fn add_rules(&self, asks: &mut [PendingAsk]) -> Result<(), CoordinatorError> {
+        let mut profiles: HashMap<String, Option<Arc<CompiledProfile>>> = HashMap::new();
+        for ask in asks.iter_mut() {
+            let Some(index) = ask.rule_index else {
+                continue;
+            };
+            let key = if ask.profile_hash.is_empty() {
+                format!("run {}", ask.request.run_id)
+            } else {
+                ask.profile_hash.clone()
+            };
+            if !profiles.contains_key(&key) {
+                let profile = if ask.profile_hash.is_empty() {
+                    self.shared
+                        .store
+                        .get_run(&ask.request.run_id)
+                        .await?
+                        .and_then(|run| self.shared.profiles.current().get(&run.policy_profile))
+                } else {
+                    self.version(&ask.profile_hash).await?.ok()
+                };
+                profiles.insert(key.clone(), profile);
+            }
+            let rule = profiles
+                .get(&key)
+                .and_then(Option::as_ref)
+                .and_then(|profile| profile.profile().rules.get(index));
+            if let Some(rule) = rule {
+                ask.rule = crate::policy::rule_to_toml(rule);
+            }
+        }
+        Ok(())
     }
 }

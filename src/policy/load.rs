@@ -46,8 +46,9 @@ struct Entry {
     source: ProfileSource,
 }
 
-/// The profiles a server knows, by name. Built once at start; lookups are a hash probe
-/// and an `Arc` clone.
+/// The profiles a server knows, by name. Built at start and again by each reload (which
+/// replaces the whole registry, see `LiveProfiles`); lookups by name are a hash probe and
+/// an `Arc` clone.
 pub struct ProfileRegistry {
     entries: HashMap<String, Entry>,
 }
