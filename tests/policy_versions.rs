@@ -1,45 +1,20 @@
 //! Policy versions and reload, end to end on a real server: every decision names the
 //! profile version that made it, a run is judged by the version it started with (after a
 //! reload and after a restart, even when its file changed or went away), a reload gives
-//! new runs the new rules, and a bad file on reload changes nothing.
+//! new runs the new rules, and a bad file on reload changes nothing. The same through a
+//! `runplane serve` process (SIGHUP, `runplane policy reload`) is in
+//! `policy_reload_process.rs`.
 
 mod common;
 
 use common::*;
 use runplane::grpc::pb;
-use runplane::grpc::pb::coordinator_message::Message as Out;
 use runplane::grpc::pb::policy_service_client::PolicyServiceClient;
-use runplane::grpc::pb::worker_message::Message as In;
-use runplane::policy::{parse_profile, CompiledProfile, ProfileFormat};
 use tonic::Code;
-
-/// The profile `team`: Bash calls starting with `denied` are denied, the rest allowed.
-fn team(denied: &str) -> String {
-    format!(
-        r#"
-name = "team"
-mode = "acceptEdits"
-
-[[rules]]
-specifier = {{ tool = "Bash" }}
-decision = "deny"
-command_allow = ["{denied}"]
-"#
-    )
-}
-
-/// The version hash of a profile text, computed here, apart from the server.
-fn hash_of(text: &str) -> String {
-    let profile = parse_profile(text, ProfileFormat::Toml, "team").unwrap();
-    CompiledProfile::compile(profile)
-        .unwrap()
-        .hash()
-        .to_string()
-}
 
 async fn team_server() -> TestServer {
     TestServer::with(Options {
-        policy: Some(team("curl")),
+        policy: Some(team_profile("curl")),
         ..Options::default()
     })
     .await
@@ -99,7 +74,7 @@ async fn bash(worker: &mut Worker, call_id: &str, command: &str) -> pb::Decision
 #[tokio::test]
 async fn each_decision_records_the_profile_and_its_version() {
     let server = team_server().await;
-    let hash = hash_of(&team("curl"));
+    let hash = version_of(&team_profile("curl"));
     assert_eq!(hash.len(), 64);
     assert_eq!(served_hash(&server).await, hash);
     let listed = policies(&server)
@@ -139,7 +114,10 @@ async fn each_decision_records_the_profile_and_its_version() {
 #[tokio::test]
 async fn a_reload_gives_new_runs_the_new_version_and_running_runs_keep_theirs() {
     let server = team_server().await;
-    let (old, new) = (hash_of(&team("curl")), hash_of(&team("ls")));
+    let (old, new) = (
+        version_of(&team_profile("curl")),
+        version_of(&team_profile("ls")),
+    );
     let running = server.start_run("team").await;
     let (mut old_worker, _) = Worker::attach(&server, &running).await;
     assert_eq!(bash(&mut old_worker, "a1", "ls").await, pb::Decision::Allow);
@@ -147,7 +125,10 @@ async fn a_reload_gives_new_runs_the_new_version_and_running_runs_keep_theirs() 
     // Reformatting alone is no new version.
     std::fs::write(
         policy_file(&server),
-        format!("# reformatted\n{}", team("curl").replace(" = ", "=")),
+        format!(
+            "# reformatted\n{}",
+            team_profile("curl").replace(" = ", "=")
+        ),
     )
     .unwrap();
     let unchanged = policies(&server)
@@ -158,7 +139,7 @@ async fn a_reload_gives_new_runs_the_new_version_and_running_runs_keep_theirs() 
         .into_inner();
     assert_eq!(unchanged.changes, vec![]);
 
-    std::fs::write(policy_file(&server), team("ls")).unwrap();
+    std::fs::write(policy_file(&server), team_profile("ls")).unwrap();
     let reloaded = policies(&server)
         .await
         .reload(pb::ReloadRequest {})
@@ -201,9 +182,9 @@ async fn a_reload_gives_new_runs_the_new_version_and_running_runs_keep_theirs() 
 #[tokio::test]
 async fn a_bad_file_on_reload_leaves_everything_as_it_was() {
     let server = team_server().await;
-    let old = hash_of(&team("curl"));
+    let old = version_of(&team_profile("curl"));
     // A good change beside a bad file: neither is taken.
-    std::fs::write(policy_file(&server), team("ls")).unwrap();
+    std::fs::write(policy_file(&server), team_profile("ls")).unwrap();
     let broken = server.dir.path().join("policies").join("broken.toml");
     std::fs::write(&broken, "mode = [\n").unwrap();
     let refused = policies(&server)
@@ -259,7 +240,7 @@ async fn only_an_admin_may_reload() {
 #[tokio::test]
 async fn a_restored_run_is_judged_by_its_pinned_version_after_its_file_changed_or_went() {
     let mut server = team_server().await;
-    let pinned = hash_of(&team("curl"));
+    let pinned = version_of(&team_profile("curl"));
     let run_id = server.start_run("team").await;
     let (mut worker, _) = Worker::attach(&server, &run_id).await;
     assert_eq!(bash(&mut worker, "c1", "curl x").await, pb::Decision::Deny);
@@ -268,7 +249,7 @@ async fn a_restored_run_is_judged_by_its_pinned_version_after_its_file_changed_o
     // Changed while the server was down: the restored run keeps its version, a new run
     // gets the file's.
     server.stop().await;
-    std::fs::write(policy_file(&server), team("ls")).unwrap();
+    std::fs::write(policy_file(&server), team_profile("ls")).unwrap();
     server.restart().await;
     let (mut worker, _) = Worker::attach(&server, &run_id).await;
     assert_eq!(bash(&mut worker, "c2", "ls").await, pb::Decision::Allow);
@@ -301,7 +282,7 @@ async fn a_run_whose_pinned_version_is_not_stored_fails_closed() {
         return;
     }
     let mut server = team_server().await;
-    let pinned = hash_of(&team("curl"));
+    let pinned = version_of(&team_profile("curl"));
     let run_id = server.start_run("team").await;
     server.stop().await;
     let database = server.dir.path().join("data").join("runplane.db");
@@ -312,7 +293,7 @@ async fn a_run_whose_pinned_version_is_not_stored_fails_closed() {
     assert_eq!(removed, 1);
     drop(conn);
     // The file changed too, so the loaded profile is not the pinned version either.
-    std::fs::write(policy_file(&server), team("ls")).unwrap();
+    std::fs::write(policy_file(&server), team_profile("ls")).unwrap();
     server.restart().await;
     let run = server.get_run(&run_id).await;
     assert_eq!(status(&run), pb::RunStatus::Failed);
@@ -322,265 +303,13 @@ async fn a_run_whose_pinned_version_is_not_stored_fails_closed() {
     );
 }
 
-/// A `runplane serve` process with a policy directory, its log in a file.
-struct Serve {
-    child: std::process::Child,
-    addr: std::net::SocketAddr,
-    dir: tempfile::TempDir,
-}
-
-impl Drop for Serve {
-    /// A failing test must not leave a server running.
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Serve {
-    async fn spawn(policy: &str) -> Serve {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(dir.path().join("policies")).unwrap();
-        std::fs::write(dir.path().join("policies").join("team.toml"), policy).unwrap();
-        let addr = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap();
-        let log = std::fs::File::create(dir.path().join("serve.log")).unwrap();
-        let child = std::process::Command::new(env!("CARGO_BIN_EXE_runplane"))
-            .args(["serve", "--listen", &addr.to_string()])
-            .arg("--data-dir")
-            .arg(dir.path().join("data"))
-            .arg("--policy-dir")
-            .arg(dir.path().join("policies"))
-            .env("RUST_LOG", "info")
-            .stdout(std::process::Stdio::null())
-            .stderr(log)
-            .spawn()
-            .unwrap();
-        let deadline = tokio::time::Instant::now() + PATIENCE;
-        while tokio::net::TcpStream::connect(addr).await.is_err() {
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "server did not start"
-            );
-            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-        }
-        Serve { child, addr, dir }
-    }
-
-    fn write_policy(&self, file: &str, text: &str) {
-        std::fs::write(self.dir.path().join("policies").join(file), text).unwrap();
-    }
-
-    fn hangup(&self) {
-        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
-        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGHUP).unwrap();
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("serve.log")).unwrap()
-    }
-
-    async fn channel(&self) -> runplane::cli::connect::AuthChannel {
-        let token =
-            std::fs::read_to_string(self.dir.path().join("data").join("operator.token")).unwrap();
-        let channel = tonic::transport::Channel::from_shared(format!("http://{}", self.addr))
-            .unwrap()
-            .connect()
-            .await
-            .unwrap();
-        let bearer = runplane::cli::connect::Bearer::new(Some(token.trim())).unwrap();
-        tonic::service::interceptor::InterceptedService::new(channel, bearer)
-    }
-
-    async fn hash(&self) -> String {
-        PolicyServiceClient::new(self.channel().await)
-            .get_profile(pb::GetProfileRequest {
-                name: "team".into(),
-                hash: String::new(),
-            })
-            .await
-            .unwrap()
-            .into_inner()
-            .hash
-    }
-
-    /// Starts a run under `team` and attaches a worker to it.
-    async fn attached_run(&self) -> RawSession {
-        let started = RunServiceClient::new(self.channel().await)
-            .start_run(pb::StartRequest {
-                task_id: "t".into(),
-                agent_id: "a".into(),
-                project_id: "p".into(),
-                policy_profile: "team".into(),
-                ..Default::default()
-            })
-            .await
-            .unwrap()
-            .into_inner();
-        let run_id = started.run.unwrap().id;
-        let (tx, rx) = tokio::sync::mpsc::channel(16);
-        tx.send(msg(In::Attach(pb::Attach {
-            run_id: run_id.clone(),
-            worker_id: "w".into(),
-            token: started.worker_token,
-            workspace_root: "/repo".into(),
-        })))
-        .await
-        .unwrap();
-        let channel = tonic::transport::Channel::from_shared(format!("http://{}", self.addr))
-            .unwrap()
-            .connect()
-            .await
-            .unwrap();
-        let mut rx = WorkerServiceClient::new(channel)
-            .session(tokio_stream::wrappers::ReceiverStream::new(rx))
-            .await
-            .unwrap()
-            .into_inner();
-        let attached = rx.message().await.unwrap().and_then(|m| m.message);
-        assert!(matches!(attached, Some(Out::Attached(_))), "{attached:?}");
-        RawSession { run_id, tx, rx }
-    }
-}
-
-/// A worker's session with a spawned server.
-struct RawSession {
-    run_id: String,
-    tx: tokio::sync::mpsc::Sender<pb::WorkerMessage>,
-    rx: tonic::Streaming<pb::CoordinatorMessage>,
-}
-
-impl RawSession {
-    async fn bash(&mut self, call_id: &str, command: &str) -> pb::Decision {
-        self.tx
-            .send(msg(In::ToolCallRequest(pb::ToolCallRequest {
-                run_id: self.run_id.clone(),
-                call_id: call_id.into(),
-                tool: "Bash".into(),
-                command: command.into(),
-                ..Default::default()
-            })))
-            .await
-            .unwrap();
-        let reply = tokio::time::timeout(PATIENCE, self.rx.message())
-            .await
-            .unwrap();
-        match reply.unwrap().and_then(|m| m.message) {
-            Some(Out::ToolCallResponse(response)) => decision(&response),
-            other => panic!("expected a decision, got {other:?}"),
-        }
-    }
-}
-
-/// Waits until `check` holds, at most `PATIENCE`: a SIGHUP is handled in the background.
-async fn eventually(what: &str, mut check: impl AsyncFnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    while !check().await {
-        assert!(tokio::time::Instant::now() < deadline, "never: {what}");
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
-}
-
-#[tokio::test]
-async fn sighup_reloads_a_serve_process_and_a_bad_file_is_logged_and_ignored() {
-    let serve = Serve::spawn(&team("curl")).await;
-    let (old, new) = (hash_of(&team("curl")), hash_of(&team("ls")));
-    assert_eq!(serve.hash().await, old);
-    let mut running = serve.attached_run().await;
-    assert_eq!(running.bash("a1", "ls").await, pb::Decision::Allow);
-
-    serve.write_policy("team.toml", &team("ls"));
-    serve.hangup();
-    eventually("the new version is served", async || {
-        serve.hash().await == new
-    })
-    .await;
-    let mut started = serve.attached_run().await;
-    assert_eq!(started.bash("b1", "ls").await, pb::Decision::Deny);
-    assert_eq!(started.bash("b2", "curl x").await, pb::Decision::Allow);
-    assert_eq!(running.bash("a2", "ls").await, pb::Decision::Allow);
-    assert_eq!(running.bash("a3", "curl x").await, pb::Decision::Deny);
-
-    // A bad file: logged, naming it, and the versions stay.
-    serve.write_policy("team.toml", &team("curl"));
-    serve.write_policy("broken.toml", "mode = [\n");
-    serve.hangup();
-    eventually("the refusal is logged", async || {
-        serve.log().contains("policy reload refused")
-    })
-    .await;
-    let log = serve.log();
-    let refusal = log
-        .lines()
-        .find(|l| l.contains("policy reload refused"))
-        .unwrap();
-    assert!(refusal.contains("broken.toml"), "{refusal}");
-    assert_eq!(serve.hash().await, new);
-    let mut after = serve.attached_run().await;
-    assert_eq!(after.bash("c1", "ls").await, pb::Decision::Deny);
-    assert!(log.contains("SIGHUP"), "{log}");
-}
-
-/// `runplane policy reload` against `serve`, with its admin token file.
-fn reload_cli(serve: &Serve, json: bool) -> std::process::Output {
-    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_runplane"));
-    command
-        .args(["policy", "reload", "--server"])
-        .arg(format!("http://{}", serve.addr))
-        .arg("--token-file")
-        .arg(serve.dir.path().join("data").join("operator.token"))
-        .env_remove("RUNPLANE_TOKEN");
-    if json {
-        command.arg("--json");
-    }
-    command.output().unwrap()
-}
-
-#[tokio::test]
-async fn policy_reload_prints_the_changed_versions_or_the_bad_file() {
-    let serve = Serve::spawn(&team("curl")).await;
-    let (old, new) = (hash_of(&team("curl")), hash_of(&team("ls")));
-    serve.write_policy("team.toml", &team("ls"));
-    let out = reload_cli(&serve, false);
-    assert_eq!(out.status.code(), Some(0), "{out:?}");
-    assert_eq!(
-        String::from_utf8(out.stdout).unwrap(),
-        format!(
-            "reloaded: 1 profile(s) changed\n  team  {} -> {}\n",
-            &old[..12],
-            &new[..12]
-        )
-    );
-    assert_eq!(serve.hash().await, new);
-
-    serve.write_policy("added.toml", "mode = \"plan\"\n");
-    let out = reload_cli(&serve, true);
-    assert_eq!(out.status.code(), Some(0), "{out:?}");
-    let added = serde_json::json!({
-        "changes": [{ "name": "added", "previous_hash": "", "hash": hash_of("name = \"added\"\nmode = \"plan\"\n") }]
-    });
-    let printed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(printed, added);
-
-    serve.write_policy("team.toml", &team("curl"));
-    serve.write_policy("broken.toml", "mode = [\n");
-    let out = reload_cli(&serve, false);
-    assert_eq!(out.status.code(), Some(1), "{out:?}");
-    let stderr = String::from_utf8(out.stderr).unwrap();
-    let broken = serve.dir.path().join("policies").join("broken.toml");
-    assert!(
-        stderr.starts_with(&format!("error: INVALID_ARGUMENT: {}: ", broken.display())),
-        "{stderr}"
-    );
-    assert_eq!(serve.hash().await, new);
-}
-
 #[tokio::test]
 async fn a_version_no_longer_loaded_is_shown_by_its_hash() {
     let server = team_server().await;
-    let (old, new) = (hash_of(&team("curl")), hash_of(&team("ls")));
+    let (old, new) = (
+        version_of(&team_profile("curl")),
+        version_of(&team_profile("ls")),
+    );
     let get = async |name: &str, hash: &str| {
         policies(&server)
             .await
@@ -593,7 +322,7 @@ async fn a_version_no_longer_loaded_is_shown_by_its_hash() {
     // Not stored yet (no run started under it) and loaded: found all the same.
     assert_eq!(get("", &old).await.unwrap().into_inner().hash, old);
     server.start_run("team").await;
-    std::fs::write(policy_file(&server), team("ls")).unwrap();
+    std::fs::write(policy_file(&server), team_profile("ls")).unwrap();
     policies(&server)
         .await
         .reload(pb::ReloadRequest {})
