@@ -28,6 +28,7 @@ enum Rpc {
     GetProfile,
     Evaluate,
     Replay,
+    Reload,
     CreateToken,
     ListTokens,
     RevokeToken,
@@ -37,7 +38,7 @@ enum Rpc {
 }
 
 /// The order cells run in: reads first, then what changes state.
-const RPCS: [Rpc; 19] = [
+const RPCS: [Rpc; 20] = [
     Rpc::Health,
     Rpc::Reflection,
     Rpc::GetRun,
@@ -50,6 +51,8 @@ const RPCS: [Rpc; 19] = [
     Rpc::GetProfile,
     Rpc::Evaluate,
     Rpc::Replay,
+    // Rereads the same policy directory: the profiles stay as they were for later cells.
+    Rpc::Reload,
     Rpc::ListTokens,
     Rpc::CreateToken,
     Rpc::RevokeToken,
@@ -292,6 +295,7 @@ async fn call(server: &TestServer, fx: &Fixture, rpc: Rpc) -> Code {
         Rpc::GetProfile => policy
             .get_profile(pb::GetProfileRequest {
                 name: "asks".into(),
+                hash: String::new(),
             })
             .await
             .map(drop),
@@ -319,6 +323,7 @@ async fn call(server: &TestServer, fx: &Fixture, rpc: Rpc) -> Code {
                 .map(drop),
             Err(status) => Err(status),
         },
+        Rpc::Reload => policy.reload(pb::ReloadRequest {}).await.map(drop),
         Rpc::CreateToken => access
             .create_token(pb::CreateTokenRequest {
                 name: format!("made-{}", fx.row),

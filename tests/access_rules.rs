@@ -226,7 +226,7 @@ fn every_method_in_the_api_has_an_access_rule() {
             }
         }
     }
-    assert_eq!(methods, 16);
+    assert_eq!(methods, 17);
     assert_eq!(
         runplane::grpc::access::rule("/runplane.v1.RunService/Nope"),
         None

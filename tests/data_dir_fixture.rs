@@ -357,3 +357,21 @@ async fn a_decision_the_log_cannot_read_back_is_refused_naming_its_run_and_seq()
         "{refused:?}"
     );
 }
+
+#[tokio::test]
+async fn a_live_run_from_before_versions_whose_profile_is_gone_fails_at_restore() {
+    let expected: Value = serde_json::from_str(
+        &std::fs::read_to_string(fixture_dir().join("expected.json")).unwrap(),
+    )
+    .unwrap();
+    let live = expected["runs"]["live"].as_str().unwrap().to_string();
+    // Its log pins no version, and no profile "fixture" is loaded: nothing to judge by.
+    let server = TestServer::with(Options {
+        data_dir: Some(fixture_dir()),
+        ..Options::default()
+    })
+    .await;
+    let run = server.get_run(&live).await;
+    assert_eq!(status(&run), pb::RunStatus::Failed);
+    assert_eq!(run.error, "policy profile \"fixture\" no longer exists");
+}

@@ -46,6 +46,8 @@ fn decided(decision: Decision) -> Decided {
         part: "rm -rf /".into(),
         step_count: 7,
         deadline: Some(Utc.timestamp_opt(1_796_430_331, 123_456_000).unwrap()),
+        profile: "ci".into(),
+        profile_hash: "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08".into(),
     }
 }
 
@@ -66,6 +68,7 @@ fn samples() -> Vec<EventKind> {
     let mut kinds = vec![
         EventKind::Created(Created {
             policy_profile: "ci".into(),
+            policy_hash: "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08".into(),
             task_id: "t".into(),
             agent_id: "a".into(),
             project_id: "p".into(),
@@ -95,6 +98,8 @@ fn samples() -> Vec<EventKind> {
             rule_index: None,
             part: String::new(),
             deadline: None,
+            profile: String::new(),
+            profile_hash: String::new(),
             ..decided(Decision::Allow)
         }),
         EventKind::Resolved(Resolved {
@@ -223,6 +228,8 @@ fn the_stored_names_are_the_ones_the_log_has_always_had() {
             "part",
             "path",
             "paths",
+            "profile",
+            "profile_hash",
             "reason",
             "resolved_path",
             "rule_index",
@@ -234,6 +241,39 @@ fn the_stored_names_are_the_ones_the_log_has_always_had() {
     let value = |key: &str| attributes.iter().find(|(k, _)| k == key).unwrap().1.clone();
     assert_eq!(value("paths"), r#"["src/b.rs",".env"]"#);
     assert_eq!(value("deadline"), "2026-12-05T00:25:31.123456+00:00");
+    assert_eq!(value("profile"), "ci");
+    assert_eq!(
+        value("profile_hash"),
+        "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+    );
+}
+
+#[test]
+fn a_decision_recorded_before_versions_reads_with_no_profile_or_hash() {
+    // The attributes a decision had before the profile and its hash were recorded.
+    let old = [
+        ("call_id", "c-1"),
+        ("decision", "deny"),
+        ("reason", "rules[0] matches"),
+        ("rule_index", "0"),
+        ("step_count", "3"),
+        ("tool", "Bash"),
+    ];
+    let kind = EventKind::parse("run.toolcall.denied", old).expect("an old decision reads");
+    let EventKind::Decided(decided) = kind else {
+        panic!("not a decision: {kind:?}");
+    };
+    assert_eq!(decided.profile, "");
+    assert_eq!(decided.profile_hash, "");
+    assert_eq!(decided.decision, Decision::Deny);
+    let created = EventKind::parse("run.created", [("policy_profile", "ci")]).expect("reads");
+    assert_eq!(
+        created,
+        EventKind::Created(Created {
+            policy_profile: "ci".into(),
+            ..Created::default()
+        })
+    );
 }
 
 #[test]

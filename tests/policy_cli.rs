@@ -136,8 +136,36 @@ fn list_and_show_round_trip_through_a_policy_dir() {
         ]
     );
 
+    // `show` starts with the version, which `list --json` reports in full; the copy (a
+    // new name) is another version than the preset it was made from.
+    let hash_of = |name: &str| -> String {
+        let profile = v
+            .as_array()
+            .expect("array")
+            .iter()
+            .find(|p| p["name"] == name)
+            .expect("listed");
+        profile["hash"].as_str().expect("a hash").to_string()
+    };
+    let (copy_hash, preset_hash) = (hash_of("copy"), hash_of("headless-permissive-sandbox"));
+    assert_eq!(copy_hash.len(), 64);
+    assert_ne!(copy_hash, preset_hash);
+    let (version, body) = shown.split_once('\n').expect("a version line");
+    assert_eq!(version, format!("# version {preset_hash}"));
     let o = runplane(&["policy", "show", "copy", "--policy-dir", d]);
-    assert_eq!(stdout(&o), shown);
+    assert_eq!(stdout(&o), format!("# version {copy_hash}\n{body}"));
+
+    // The table shows the first 12 digits.
+    let o = runplane(&["policy", "list", "--policy-dir", d]);
+    let copy_line = stdout(&o)
+        .lines()
+        .find(|l| l.starts_with("copy "))
+        .expect("a copy line")
+        .to_string();
+    assert!(
+        copy_line.starts_with(&format!("copy{}{}  ", " ".repeat(25), &copy_hash[..12])),
+        "{copy_line}"
+    );
 }
 
 /// A profile whose second and third tests fail, and whose rules lint clean.

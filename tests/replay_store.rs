@@ -47,6 +47,8 @@ fn decided(call_id: String, tool: &str, step_count: i32) -> EventKind {
         part: String::new(),
         step_count,
         deadline: None,
+        profile: String::new(),
+        profile_hash: String::new(),
     })
 }
 

@@ -12,7 +12,9 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
 use runplane::domain::event::{Decided, Resolved};
-use runplane::domain::{Credential, CredentialKind, Decision, Event, EventKind, Role, Scope};
+use runplane::domain::{
+    Credential, CredentialKind, Decision, Event, EventKind, PolicyVersion, Role, Scope,
+};
 use runplane::store::{Commit, RunQuery, RunStore, StoreError};
 use store_common::*;
 
@@ -29,6 +31,7 @@ contract!(
     live_runs_restores_exactly_the_unfinished_runs,
     live_run_finds_one_unfinished_run,
     credentials_are_stored_found_and_revoked,
+    a_policy_version_is_stored_once_and_found_by_hash,
     the_store_lets_go_of_the_run_before_it_answers,
     pending_asks_follow_the_log,
     get_run_and_stall_reads_the_last_committed_tracker,
@@ -484,6 +487,28 @@ fn operator(name: &str, hash: &str, role: Role, created: i64) -> Credential {
     }
 }
 
+async fn a_policy_version_is_stored_once_and_found_by_hash(store: Arc<dyn RunStore>) {
+    let first = PolicyVersion {
+        hash: "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08".into(),
+        name: "team".into(),
+        source: "name = \"team\"\ndescription = \"ünïcode \\\"q\\\"\"\n".into(),
+        first_seen: at(1_000),
+    };
+    assert_eq!(store.policy_version(&first.hash).await.unwrap(), None);
+    store.put_policy_version(first.clone()).await.unwrap();
+    // Stored again (another process, or this one after a restart): the first one stays.
+    let again = PolicyVersion {
+        first_seen: at(2_000),
+        ..first.clone()
+    };
+    store.put_policy_version(again).await.unwrap();
+    assert_eq!(
+        store.policy_version(&first.hash).await.unwrap(),
+        Some(first.clone())
+    );
+    assert_eq!(store.policy_version("0000").await.unwrap(), None);
+}
+
 async fn credentials_are_stored_found_and_revoked(store: Arc<dyn RunStore>) {
     let alice = operator("alice", "h-alice", Role::Admin, 20);
     let bob = operator("bob", "h-bob", Role::Viewer, 10);
@@ -585,6 +610,8 @@ fn decided(run_id: &str, seq: u64, call_id: &str, decision: Decision) -> Event {
             part: String::new(),
             step_count: seq as i32,
             deadline: Some(at(9_000_000)),
+            profile: "ci".into(),
+            profile_hash: "0b5e3c2a9f8d7e6c5b4a3f2e1d0c9b8a7f6e5d4c3b2a1f0e9d8c7b6a5f4e3d2c".into(),
         }),
     }
 }

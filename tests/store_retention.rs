@@ -68,6 +68,8 @@ fn asked(run_id: &str, seq: u64) -> Event {
             part: String::new(),
             step_count: 1,
             deadline: None,
+            profile: "default".into(),
+            profile_hash: String::new(),
         }),
     }
 }

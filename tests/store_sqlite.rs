@@ -91,7 +91,7 @@ async fn a_reopened_store_has_everything_and_migrates_once() {
     let before = migrations(&file);
     assert_eq!(
         before.iter().map(|m| m.0).collect::<Vec<_>>(),
-        [1, 2, 3, 4, 5, 6]
+        [1, 2, 3, 4, 5, 6, 7]
     );
 
     let store = open(dir.path());
@@ -128,7 +128,7 @@ async fn a_newer_schema_is_refused() {
         .unwrap();
     assert_eq!(
         err.to_string(),
-        "database error: database schema version 99 is newer than this runplane (6)"
+        "database error: database schema version 99 is newer than this runplane (7)"
     );
 }
 

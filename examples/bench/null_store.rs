@@ -5,7 +5,7 @@
 use std::future::ready;
 
 use chrono::{DateTime, Utc};
-use runplane::domain::{Credential, Event, Run, StallTracker};
+use runplane::domain::{Credential, Event, PolicyVersion, Run, StallTracker};
 use runplane::store::{Commit, CommitDone, RunPage, RunQuery, RunStore, StoreFuture, StoredRun};
 
 /// Answers every commit with success at once and every read with nothing. It keeps no
@@ -70,6 +70,15 @@ impl RunStore for NullStore {
     }
 
     fn credential(&self, _hash: &str) -> StoreFuture<Option<Credential>> {
+        Box::pin(ready(Ok(None)))
+    }
+
+    fn put_policy_version(&self, _version: PolicyVersion) -> StoreFuture<()> {
+        Box::pin(ready(Ok(())))
+    }
+
+    /// Nothing is stored, so no run is ever restored to need one.
+    fn policy_version(&self, _hash: &str) -> StoreFuture<Option<PolicyVersion>> {
         Box::pin(ready(Ok(None)))
     }
 

@@ -12,6 +12,7 @@ mod hook;
 mod output;
 mod policy;
 mod policy_import;
+mod policy_reload;
 mod policy_replay;
 mod policy_test;
 mod runs;

@@ -22,7 +22,8 @@ const EXIT_BAD_INPUT: u8 = 2;
 /// The `policy` commands.
 #[derive(Debug, clap::Subcommand)]
 pub enum PolicyCommand {
-    /// List the profiles: the presets and those of the policy directory.
+    /// List the profiles (the presets and those of the policy directory), each with the
+    /// first 12 digits of its version hash (all 64 with --json).
     List {
         /// Where custom profiles come from.
         #[command(flatten)]
@@ -31,7 +32,8 @@ pub enum PolicyCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Print a profile as TOML, in the policy-file format (it loads again as is).
+    /// Print a profile as TOML, in the policy-file format (it loads again as is), after a
+    /// `# version <hash>` comment line.
     Show {
         /// The profile name.
         name: String,
@@ -56,6 +58,15 @@ pub enum PolicyCommand {
     /// (`PolicyService.Replay`, operator role). Exits 2 for a bad profile or option, 1
     /// when the replay fails. docs/POLICY.md ("Replay") has the details.
     Replay(Box<super::policy_replay::ReplayArgs>),
+    /// Make a running server read its policy directory again (`PolicyService.Reload`,
+    /// admin role): new runs get the new versions, running runs keep theirs. Prints the
+    /// profiles whose version changed; a bad file is refused, naming it, and the server
+    /// keeps what it had (exit 1).
+    Reload {
+        /// Where the server is and how to print.
+        #[command(flatten)]
+        client: super::ClientArgs,
+    },
 }
 
 /// The policy directory option shared by the `policy` commands.
@@ -129,6 +140,7 @@ fn execute(cmd: PolicyCommand, out: &mut dyn Write) -> anyhow::Result<ExitCode> 
         PolicyCommand::Show { name, source } => {
             let registry = load(&source)?;
             let profile = lookup(&registry, &name)?;
+            writeln!(out, "# version {}", profile.hash())?;
             write!(out, "{}", visible_toml(&profile_to_toml(profile.profile())))?;
         }
         PolicyCommand::Check(args) => check(args, out)?,
@@ -143,6 +155,7 @@ fn execute(cmd: PolicyCommand, out: &mut dyn Write) -> anyhow::Result<ExitCode> 
         PolicyCommand::Import(source) => super::policy_import::execute(source, out)?,
         // Its errors are its own to report: they have exit codes of their own.
         PolicyCommand::Replay(args) => return Ok(super::policy_replay::run(*args, out)),
+        PolicyCommand::Reload { client } => return Ok(super::policy_reload::run(&client, out)),
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -191,6 +204,7 @@ fn list(registry: &ProfileRegistry, json: bool, out: &mut dyn Write) -> anyhow::
                     "mode": profile.profile().mode,
                     "description": profile.profile().description,
                     "source": source,
+                    "hash": profile.hash(),
                 })
             })
             .collect();
@@ -207,14 +221,20 @@ fn list(registry: &ProfileRegistry, json: bool, out: &mut dyn Write) -> anyhow::
         let p = profile.profile();
         writeln!(
             out,
-            "{:width$}  {:<11}  {}  {}",
+            "{:width$}  {}  {:<11}  {}  {}",
             Escaped(name),
+            short_hash(profile.hash()),
             p.mode.as_str(),
             Escaped(source),
             Escaped(&p.description)
         )?;
     }
     Ok(())
+}
+
+/// The first 12 hex digits of a version hash: enough to tell versions apart by eye.
+pub(super) fn short_hash(hash: &str) -> &str {
+    hash.get(..12).unwrap_or(hash)
 }
 
 fn check(args: CheckArgs, out: &mut dyn Write) -> anyhow::Result<()> {

@@ -150,6 +150,8 @@ impl RunActor {
             part: part.unwrap_or_default(),
             step_count: self.run.step_count,
             deadline: ask.as_ref().and_then(|a| a.deadline),
+            profile: self.profile.profile().name.clone(),
+            profile_hash: self.profile.hash().to_string(),
         }));
         debug!(call_id = %request.call_id, tool = %request.tool, %decision, reason = %reason, "decided");
         self.shared

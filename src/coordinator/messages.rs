@@ -213,8 +213,11 @@ pub struct PendingAsk {
     /// The profile's rule that decided ask, by index; `None`: the mode's default.
     pub rule_index: Option<usize>,
     /// That rule as its policy file writes it; empty until the coordinator looks it up in
-    /// the run's profile (the log records only the index), and when there is none.
+    /// the profile version that asked (the log records only the index), and when there is
+    /// none.
     pub rule: String,
+    /// The hash of the profile version that asked; empty for an ask recorded without one.
+    pub profile_hash: String,
     /// The part of a command line that decided; empty when the call was judged whole.
     pub part: String,
 }
@@ -230,6 +233,7 @@ impl PendingAsk {
                 deadline: decided.deadline,
                 rule_index: decided.rule_index,
                 rule: String::new(),
+                profile_hash: decided.profile_hash.clone(),
                 part: decided.part.clone(),
             }),
             _ => None,

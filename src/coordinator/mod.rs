@@ -17,9 +17,10 @@ mod outbox;
 mod reach;
 mod relay;
 mod restore;
+mod versions;
 mod watch;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -33,7 +34,7 @@ use crate::domain::event::Created;
 use crate::domain::query::{RunPage, RunQuery};
 use crate::domain::{Decision, Run, StallTracker, StartRequest, ToolCallResponse};
 use crate::domain::{Event, EventKind};
-use crate::policy::{CompiledProfile, ProfileRegistry, DEFAULT_PROFILE};
+use crate::policy::{CompiledProfile, LiveProfiles, DEFAULT_PROFILE};
 use crate::store::{Peers, RunStore};
 
 /// What a store failure is, as the coordinator reports it (`CoordinatorError::Store`).
@@ -94,8 +95,11 @@ pub(crate) struct Shared {
     store: Arc<dyn RunStore>,
     /// The other processes sharing the store (`None`: this process owns every run).
     peers: Option<Arc<dyn Peers>>,
-    /// The profiles runs may name.
-    profiles: Arc<ProfileRegistry>,
+    /// The profiles new runs may name; a reload replaces them, never a run's own.
+    profiles: Arc<LiveProfiles>,
+    /// Hashes of the policy versions this process has stored or found stored: a run
+    /// starting under one of them writes no version.
+    stored_versions: Mutex<HashSet<String>>,
     /// Wall-clock time that follows tokio's clock.
     clock: Clock,
     /// Settings.
@@ -184,7 +188,7 @@ impl Coordinator {
     /// wait for their workers to re-attach.
     pub async fn start(
         store: Arc<dyn RunStore>,
-        profiles: Arc<ProfileRegistry>,
+        profiles: Arc<LiveProfiles>,
         config: CoordinatorConfig,
     ) -> Result<Coordinator, StoreError> {
         let feed = Arc::new(LocalFeed::new(EVENT_FEED));
@@ -195,7 +199,7 @@ impl Coordinator {
     pub async fn start_with_feed(
         store: Arc<dyn RunStore>,
         events: Arc<dyn LiveFeed>,
-        profiles: Arc<ProfileRegistry>,
+        profiles: Arc<LiveProfiles>,
         config: CoordinatorConfig,
     ) -> Result<Coordinator, StoreError> {
         let coordinator = Coordinator {
@@ -203,6 +207,7 @@ impl Coordinator {
                 peers: store.peers(),
                 store,
                 profiles,
+                stored_versions: Mutex::new(HashSet::new()),
                 clock: Clock::new(),
                 config,
                 actors: Mutex::new(HashMap::new()),
@@ -249,10 +254,13 @@ impl Coordinator {
         } else {
             request.policy_profile.clone()
         };
-        let profile = self.shared.profiles.get(&name).ok_or_else(|| {
+        let profile = self.shared.profiles.current().get(&name).ok_or_else(|| {
             CoordinatorError::InvalidArgument(format!("policy_profile: unknown profile {name:?}"))
         })?;
         let now = self.shared.clock.now();
+        // Stored before the run, as its token is: a run never names a version the store
+        // does not hold.
+        self.store_version(&profile, now).await?;
         let run = Run::new(uuid::Uuid::now_v7().to_string(), request, name, now);
         let worker_token = if self.shared.config.issue_worker_tokens {
             let (secret, credential) = token::worker_token(&run.id, now)
@@ -265,6 +273,7 @@ impl Coordinator {
         let stall = StallTracker::new(profile.profile().termination.stall_threshold);
         let created = EventKind::Created(Created {
             policy_profile: run.policy_profile.clone(),
+            policy_hash: profile.hash().to_string(),
             task_id: run.task_id.clone(),
             agent_id: run.agent_id.clone(),
             project_id: run.project_id.clone(),
@@ -277,7 +286,7 @@ impl Coordinator {
         // Taken over if another process restored it in between: its creator runs it.
         self.shared.store.claim(&run.id, true).await?;
         self.shared.publish(events);
-        info!(run_id = %run.id, profile = %run.policy_profile, "run created");
+        info!(run_id = %run.id, profile = %run.policy_profile, version = %profile.hash(), "run created");
         self.spawn_actor(ActorState {
             run: run.clone(),
             profile,
@@ -462,37 +471,6 @@ impl Coordinator {
             .collect::<Result<Vec<_>, _>>()?;
         self.add_rules(&mut asks).await?;
         Ok(asks)
-    }
-
-    /// Fills in each ask's rule text from its run's profile: the log records only the
-    /// rule's index, and the profile is the one place its text is. One read per run with
-    /// an ask decided by a rule; a run gone or a profile no longer loaded leaves the text
-    /// empty rather than failing the whole list.
-    async fn add_rules(&self, asks: &mut [PendingAsk]) -> Result<(), CoordinatorError> {
-        let mut profiles: HashMap<String, Option<Arc<CompiledProfile>>> = HashMap::new();
-        for ask in asks.iter_mut() {
-            let Some(index) = ask.rule_index else {
-                continue;
-            };
-            let run_id = &ask.request.run_id;
-            if !profiles.contains_key(run_id) {
-                let profile = self
-                    .shared
-                    .store
-                    .get_run(run_id)
-                    .await?
-                    .and_then(|run| self.shared.profiles.get(&run.policy_profile));
-                profiles.insert(run_id.clone(), profile);
-            }
-            let rule = profiles
-                .get(run_id)
-                .and_then(Option::as_ref)
-                .and_then(|profile| profile.profile().rules.get(index));
-            if let Some(rule) = rule {
-                ask.rule = crate::policy::rule_to_toml(rule);
-            }
-        }
-        Ok(())
     }
 
     /// Answers a pending ask as the principal named `by`; `note` is the client's own text

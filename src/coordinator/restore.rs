@@ -1,6 +1,7 @@
 //! Rebuilds a run's actor state from what the store holds: the run row, the stall tracker,
 //! and the event log (the record of every decided call); and restoring a run whose actor
-//! stopped on a store failure, with backoff; a run whose profile is gone fails.
+//! stopped on a store failure, with backoff; a run whose pinned profile version is gone
+//! fails.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -147,18 +148,22 @@ pub(super) fn restore_later(shared: Arc<Shared>, run_id: String) {
 }
 
 impl Coordinator {
-    /// Rebuilds a live run's actor from the store; `None` when the run cannot go on. A run
-    /// whose profile no longer exists fails: deciding its calls under another profile
-    /// would be a guess.
+    /// Rebuilds a live run's actor from the store; `None` when the run cannot go on. The
+    /// run is judged by the profile version it started with, whatever the policy directory
+    /// holds now; a run whose version cannot be found fails: deciding its calls under
+    /// another profile would be a guess.
     pub(super) async fn restore(
         &self,
         stored: StoredRun,
     ) -> Result<Option<mpsc::Sender<Command>>, StoreError> {
         let StoredRun { run, stall, events } = stored;
         let next_seq = events.last().map_or(1, |e| e.seq + 1);
-        let Some(profile) = self.shared.profiles.get(&run.policy_profile) else {
-            self.fail_unrestorable(run, next_seq).await?;
-            return Ok(None);
+        let profile = match self.pinned_profile(&run, &events).await? {
+            Ok(profile) => profile,
+            Err(reason) => {
+                self.fail_unrestorable(run, next_seq, reason).await?;
+                return Ok(None);
+            }
         };
         let stall = stall
             .unwrap_or_else(|| StallTracker::new(profile.profile().termination.stall_threshold));
@@ -185,8 +190,12 @@ impl Coordinator {
         })))
     }
 
-    async fn fail_unrestorable(&self, mut run: Run, seq: u64) -> Result<(), StoreError> {
-        let reason = format!("policy profile {:?} no longer exists", run.policy_profile);
+    async fn fail_unrestorable(
+        &self,
+        mut run: Run,
+        seq: u64,
+        reason: String,
+    ) -> Result<(), StoreError> {
         warn!(run_id = %run.id, %reason, "failing a run at restore");
         let expected_version = Some(run.version);
         let now = self.shared.clock.now();

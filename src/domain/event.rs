@@ -92,6 +92,9 @@ pub enum EventKind {
 pub struct Created {
     /// The run's policy profile.
     pub policy_profile: String,
+    /// The hash of the profile's version the run is pinned to (judged by for its whole
+    /// life, restarts included); empty in logs written before versions were recorded.
+    pub policy_hash: String,
     /// The task.
     pub task_id: String,
     /// The agent.
@@ -133,6 +136,10 @@ pub struct Decided {
     pub step_count: i32,
     /// When an ask times out; `None`: it waits until answered (and for other decisions).
     pub deadline: Option<DateTime<Utc>>,
+    /// The profile that decided; empty in logs written before it was recorded.
+    pub profile: String,
+    /// The hash of that profile's version; empty in logs written before it was recorded.
+    pub profile_hash: String,
 }
 
 impl Decided {
@@ -378,6 +385,7 @@ impl EventKind {
         match self {
             EventKind::Created(c) => w
                 .text("policy_profile", &c.policy_profile)
+                .text("policy_hash", &c.policy_hash)
                 .text("task_id", &c.task_id)
                 .text("agent_id", &c.agent_id)
                 .text("project_id", &c.project_id)
@@ -408,7 +416,9 @@ impl EventKind {
                 .maybe("rule_index", d.rule_index)
                 .text("part", &d.part)
                 .value("step_count", d.step_count)
-                .maybe("deadline", d.deadline.map(|t| t.to_rfc3339())),
+                .maybe("deadline", d.deadline.map(|t| t.to_rfc3339()))
+                .text("profile", &d.profile)
+                .text("profile_hash", &d.profile_hash),
             EventKind::Resolved(r) => w
                 .text("call_id", &r.call_id)
                 .value("decision", r.decision)
@@ -459,6 +469,7 @@ impl EventKind {
         let event = match kind {
             "run.created" => EventKind::Created(Created {
                 policy_profile: r.text("policy_profile"),
+                policy_hash: r.text("policy_hash"),
                 task_id: r.text("task_id"),
                 agent_id: r.text("agent_id"),
                 project_id: r.text("project_id"),
@@ -539,6 +550,8 @@ fn decided(r: &mut Reader<'_>) -> Result<Decided, EventError> {
         part: r.text("part"),
         step_count: r.value("step_count")?,
         deadline: r.time("deadline")?,
+        profile: r.text("profile"),
+        profile_hash: r.text("profile_hash"),
     };
     // The kind says the decision too; the two must agree.
     let named = match r.kind {

@@ -13,6 +13,7 @@ mod run;
 mod stall;
 mod status;
 mod toolcall;
+mod version;
 
 pub use access::{Credential, CredentialKind, Principal, Role, Scope};
 pub use decision::{Decision, UnknownDecision};
@@ -22,6 +23,7 @@ pub use run::{Run, StartRequest, TransitionError, ValidationError};
 pub use stall::{StallTracker, DEFAULT_STALL_THRESHOLD};
 pub use status::Status;
 pub use toolcall::{ToolCallRequest, ToolCallResponse, ToolCallResult};
+pub use version::PolicyVersion;
 
 /// A text value that is not one of a field's known values.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

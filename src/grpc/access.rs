@@ -51,6 +51,8 @@ pub fn rule(path: &str) -> Option<Rule> {
         ("runplane.v1.AccessService", "CreateToken" | "ListTokens" | "RevokeToken") => {
             Rule::AtLeast(Role::Admin)
         }
+        // A reload changes the rules every new run of every team is judged by.
+        ("runplane.v1.PolicyService", "Reload") => Rule::AtLeast(Role::Admin),
         // The schema is public (it is in the repository), but who may look is still
         // limited to holders of an operator token: an anonymous scan learns nothing.
         (

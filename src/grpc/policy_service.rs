@@ -9,19 +9,20 @@ use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::StreamExt;
 use tonic::{Request, Response, Status};
 
+use crate::coordinator::CoordinatorError;
 use crate::grpc::access::principal;
 use crate::grpc::convert::{bounded_paths, replay_request, MAX_TEXT_BYTES};
 use crate::grpc::pb;
 use crate::policy::{
-    evaluate_off_runtime, CompiledProfile, ProfileRegistry, ToolCall, DEFAULT_PROFILE,
+    compile_version, evaluate_off_runtime, CompiledProfile, LiveProfiles, ToolCall, DEFAULT_PROFILE,
 };
 use crate::replay::{compile_candidate, replay, Candidate, ReplayError, CHANGES_BUFFER};
 use crate::store::RunStore;
 
 /// Serves the profile registry.
 pub struct PolicyApi {
-    /// The same registry the coordinator decides with.
-    pub profiles: Arc<ProfileRegistry>,
+    /// The same profiles the coordinator starts runs with; `Reload` replaces them.
+    pub profiles: Arc<LiveProfiles>,
     /// The server's store, whose logs a replay reads.
     pub store: Arc<dyn RunStore>,
 }
@@ -37,8 +38,31 @@ impl PolicyApi {
             name
         };
         self.profiles
+            .current()
             .get(name)
             .ok_or_else(|| Status::not_found(format!("profile {name:?} not found")))
+    }
+
+    /// The version with this hash: a loaded profile, else the one the store keeps for the
+    /// runs pinned to it, compiled on the blocking pool.
+    async fn version(&self, hash: &str) -> Result<Option<Arc<CompiledProfile>>, Status> {
+        if let Some(loaded) = self.profiles.current().by_hash(hash) {
+            return Ok(Some(loaded));
+        }
+        let stored = self
+            .store
+            .policy_version(hash)
+            .await
+            .map_err(|e| Status::from(CoordinatorError::Store(e)))?;
+        let Some(stored) = stored else {
+            return Ok(None);
+        };
+        tokio::task::spawn_blocking(move || compile_version(&stored.hash, &stored.source))
+            .await
+            .map_err(|e| Status::internal(format!("compiling the version failed: {e}")))?
+            .map(|compiled| Some(Arc::new(compiled)))
+            // The store holds a version that is not what its hash says.
+            .map_err(|e| Status::internal(e.to_string()))
     }
 
     /// The compiled candidate of a replay: a loaded profile, or a text compiled on the
@@ -73,12 +97,13 @@ impl pb::policy_service_server::PolicyService for PolicyApi {
         &self,
         _request: Request<pb::ListProfilesRequest>,
     ) -> Result<Response<pb::ListProfilesResponse>, Status> {
-        let profiles = self
-            .profiles
+        // One registry for the whole answer, even if a reload lands meanwhile.
+        let registry = self.profiles.current();
+        let profiles = registry
             .names()
             .iter()
-            .filter_map(|name| self.profiles.get(name))
-            .map(|p| pb::PolicyProfile::from(p.profile()))
+            .filter_map(|name| registry.get(name))
+            .map(|p| pb::PolicyProfile::from(p.as_ref()))
             .collect();
         Ok(Response::new(pb::ListProfilesResponse { profiles }))
     }
@@ -87,12 +112,17 @@ impl pb::policy_service_server::PolicyService for PolicyApi {
         &self,
         request: Request<pb::GetProfileRequest>,
     ) -> Result<Response<pb::PolicyProfile>, Status> {
-        let name = request.into_inner().name;
-        if name.is_empty() {
-            return Err(Status::invalid_argument("name: required"));
-        }
-        let profile = self.profile(&name)?;
-        Ok(Response::new(pb::PolicyProfile::from(profile.profile())))
+        let pb::GetProfileRequest { name, hash } = request.into_inner();
+        let profile = match (name.is_empty(), hash.is_empty()) {
+            (true, true) => return Err(Status::invalid_argument("name: required")),
+            (_, true) => self.profile(&name)?,
+            (_, false) => self
+                .version(&hash)
+                .await?
+                .filter(|version| name.is_empty() || version.profile().name == name)
+                .ok_or_else(|| Status::not_found(format!("version {hash:?} not found")))?,
+        };
+        Ok(Response::new(pb::PolicyProfile::from(profile.as_ref())))
     }
 
     async fn evaluate(
@@ -173,5 +203,29 @@ impl pb::policy_service_server::PolicyService for PolicyApi {
             })
         });
         Ok(Response::new(Box::pin(changed.chain(summary))))
+    }
+
+    async fn reload(
+        &self,
+        _request: Request<pb::ReloadRequest>,
+    ) -> Result<Response<pb::ReloadResponse>, Status> {
+        let profiles = Arc::clone(&self.profiles);
+        // Files are read and every profile compiled and tested: off the runtime threads
+        // live sessions share.
+        let changes = tokio::task::spawn_blocking(move || profiles.reload())
+            .await
+            .map_err(|e| Status::internal(format!("the reload failed: {e}")))?
+            // Every load error names the file and what is wrong in it.
+            .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        tracing::info!(
+            changed = changes.len(),
+            "policy directory reloaded by Reload"
+        );
+        Ok(Response::new(pb::ReloadResponse {
+            changes: changes
+                .into_iter()
+                .map(pb::ProfileVersionChange::from)
+                .collect(),
+        }))
     }
 }

@@ -263,8 +263,8 @@ impl Metrics {
             Some(counters) => {
                 counters[index].inc();
             }
-            // Profiles are loaded once at start, so this is not reached; counted all the
-            // same rather than lost.
+            // A profile a reload added has no counters made up front: counted through
+            // the family, a little slower.
             None => {
                 self.decisions
                     .get_or_create(&DecisionLabels {

@@ -7,6 +7,7 @@ use super::error::PolicyError;
 use super::globs::{build_path_glob, command_glob, domain_glob, tool_glob};
 use super::path::WorkspacePath;
 use super::profile::{PermissionRule, PolicyProfile};
+use super::version::{canonical_form, content_hash};
 use super::words::Word;
 use crate::domain::Decision;
 
@@ -174,6 +175,10 @@ struct SubPattern {
 pub struct CompiledProfile {
     pub(crate) profile: PolicyProfile,
     pub(crate) rules: Vec<CompiledRule>,
+    /// The profile in its canonical form (see `version`), kept for storing the version.
+    canonical: String,
+    /// The SHA-256 of `canonical`: the version's name.
+    hash: String,
 }
 
 impl std::fmt::Debug for CompiledProfile {
@@ -194,12 +199,30 @@ impl CompiledProfile {
             .enumerate()
             .map(|(i, rule)| compile_rule(i, rule))
             .collect::<Result<_, _>>()?;
-        Ok(Self { profile, rules })
+        let canonical = canonical_form(&profile);
+        let hash = content_hash(&canonical);
+        Ok(Self {
+            profile,
+            rules,
+            canonical,
+            hash,
+        })
     }
 
     /// The profile as written.
     pub fn profile(&self) -> &PolicyProfile {
         &self.profile
+    }
+
+    /// The content hash of the profile (64 hex digits): same for every spelling of the
+    /// same profile, different for any change to it.
+    pub fn hash(&self) -> &str {
+        &self.hash
+    }
+
+    /// The profile's canonical TOML: what the hash is taken over, and what the store keeps.
+    pub fn canonical(&self) -> &str {
+        &self.canonical
     }
 }
 

@@ -46,8 +46,9 @@ struct Entry {
     source: ProfileSource,
 }
 
-/// The profiles a server knows, by name. Built once at start; lookups are a hash probe
-/// and an `Arc` clone.
+/// The profiles a server knows, by name. Built at start and again by each reload (which
+/// replaces the whole registry, see `LiveProfiles`); lookups by name are a hash probe and
+/// an `Arc` clone.
 pub struct ProfileRegistry {
     entries: HashMap<String, Entry>,
 }
@@ -145,6 +146,14 @@ impl ProfileRegistry {
     /// The compiled profile of that name.
     pub fn get(&self, name: &str) -> Option<Arc<CompiledProfile>> {
         self.entries.get(name).map(|e| Arc::clone(&e.profile))
+    }
+
+    /// The loaded profile whose version has this hash.
+    pub fn by_hash(&self, hash: &str) -> Option<Arc<CompiledProfile>> {
+        self.entries
+            .values()
+            .find(|e| e.profile.hash() == hash)
+            .map(|e| Arc::clone(&e.profile))
     }
 
     /// Where the profile of that name came from.

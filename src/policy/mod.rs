@@ -17,6 +17,7 @@ pub mod import;
 mod interpreters;
 mod lex;
 mod lint;
+mod live;
 mod load;
 mod memo;
 mod offload;
@@ -28,6 +29,7 @@ mod programs;
 mod render;
 pub mod replay;
 mod shell;
+mod version;
 mod walk;
 mod words;
 mod wrappers;
@@ -38,6 +40,7 @@ pub use compile::CompiledProfile;
 pub use error::{LoadError, PolicyError};
 pub use eval::{ToolCall, Verdict};
 pub use lint::{lint, LintKind, LintWarning, KNOWN_TOOLS};
+pub use live::{LiveProfiles, ProfileChange};
 pub use load::{parse_profile, ParseError, ProfileFormat, ProfileRegistry, ProfileSource};
 pub use offload::{evaluate_off_runtime, JudgeFailed, INLINE_COMMAND_BYTES};
 pub use path::{locate, normalize_path, WorkspacePath};
@@ -47,3 +50,4 @@ pub use profile::{
     UnknownMode, DEFAULT_ASK_TIMEOUT_SECONDS,
 };
 pub use render::{profile_to_toml, rule_to_toml};
+pub use version::{canonical_form, compile_version, content_hash, VersionError};

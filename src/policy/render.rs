@@ -144,6 +144,10 @@ fn table(fields: &serde_json::Map<String, serde_json::Value>) -> String {
     if fields.is_empty() {
         return "{}".to_string();
     }
+    // Sorted: a JSON object's key order means nothing, and the canonical form (and so a
+    // profile's hash) must not depend on it.
+    let mut fields: Vec<(&String, &serde_json::Value)> = fields.iter().collect();
+    fields.sort_by_key(|(key, _)| *key);
     let fields: Vec<String> = fields
         .iter()
         .map(|(key, value)| format!("{} = {}", string(key), scalar(value)))

@@ -246,6 +246,8 @@ mod tests {
             part: String::new(),
             step_count: steps,
             deadline: None,
+            profile: String::new(),
+            profile_hash: String::new(),
         })
     }
 

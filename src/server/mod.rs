@@ -4,6 +4,7 @@
 mod config;
 mod console;
 mod observe;
+mod reload;
 mod retention;
 mod tls;
 
@@ -38,7 +39,7 @@ use crate::coordinator::{Coordinator, CoordinatorConfig};
 use crate::grpc::access::AccessLayer;
 use crate::grpc::{pb, AccessApi, PolicyApi, RunApi, WorkerApi};
 use crate::metrics::{serve_metrics, Metrics};
-use crate::policy::ProfileRegistry;
+use crate::policy::{LiveProfiles, ProfileRegistry};
 use crate::store::{
     PostgresStore, PostgresStoreOptions, RunStore, SqliteStore, SqliteStoreOptions,
 };
@@ -92,6 +93,9 @@ pub enum ServeError {
     /// An ask webhook cannot be posted to.
     #[error(transparent)]
     Webhook(#[from] WebhookError),
+    /// The SIGHUP handler could not be installed.
+    #[error("listening for SIGHUP: {0}")]
+    Signal(std::io::Error),
 }
 
 /// A server bound to its address, not yet serving. Tests bind port 0 and read the address.
@@ -102,8 +106,8 @@ pub struct BoundServer {
     coordinator: Coordinator,
     /// The store, for the policy service's replays (they read logs, never write).
     store: Arc<dyn RunStore>,
-    /// The profiles, for the policy service.
-    profiles: Arc<ProfileRegistry>,
+    /// The profiles, for the policy service (which reloads them) and the coordinator.
+    profiles: Arc<LiveProfiles>,
     /// Resolves every request's token.
     auth: Arc<Authenticator>,
     /// Settings.
@@ -123,7 +127,7 @@ pub async fn bind(config: ServeConfig) -> Result<BoundServer, ServeError> {
     crate::webhook::check_urls(&config.ask_webhooks)?;
     // Policies first: a bad policy file fails before the database is opened or migrated.
     let profiles = load_profiles(&config)?;
-    let metrics = new_metrics(&profiles);
+    let metrics = new_metrics(&profiles.current());
     let store = open_store(&config, &metrics).await?;
     let auth = Arc::new(Authenticator::new(Arc::clone(&store), config.auth));
     // Before the address is bound: a client that can connect finds the token file there.
@@ -142,7 +146,7 @@ pub async fn bind_with_store(
     crate::webhook::check_urls(&config.ask_webhooks)?;
     let profiles = load_profiles(&config)?;
     // The caller's store reports no group commits: its options are its own.
-    let metrics = new_metrics(&profiles);
+    let metrics = new_metrics(&profiles.current());
     let auth = Arc::new(Authenticator::new(Arc::clone(&store), config.auth));
     bind_parts(config, store, profiles, auth, metrics).await
 }
@@ -162,10 +166,8 @@ fn create_data_dir(config: &ServeConfig) -> Result<(), ServeError> {
 }
 
 /// The presets and the profiles of the policy directory.
-fn load_profiles(config: &ServeConfig) -> Result<Arc<ProfileRegistry>, ServeError> {
-    Ok(Arc::new(ProfileRegistry::load(
-        config.policy_dir.as_deref(),
-    )?))
+fn load_profiles(config: &ServeConfig) -> Result<Arc<LiveProfiles>, ServeError> {
+    Ok(Arc::new(LiveProfiles::load(config.policy_dir.as_deref())?))
 }
 
 /// The store `serve` runs on: the SQLite database in the data directory, or PostgreSQL.
@@ -204,7 +206,7 @@ async fn bootstrap_admin(auth: &Authenticator, config: &ServeConfig) -> Result<(
 async fn bind_parts(
     config: ServeConfig,
     store: Arc<dyn RunStore>,
-    profiles: Arc<ProfileRegistry>,
+    profiles: Arc<LiveProfiles>,
     auth: Arc<Authenticator>,
     metrics: Arc<Metrics>,
 ) -> Result<BoundServer, ServeError> {
@@ -279,12 +281,23 @@ async fn listen(addr: SocketAddr) -> Result<TcpListener, ServeError> {
         .map_err(|source| ServeError::Bind { addr, source })
 }
 
-/// Binds and serves until `shutdown` resolves (see `BoundServer::serve`).
+/// Binds and serves until `shutdown` resolves (see `BoundServer::serve`), reloading the
+/// policy directory at every SIGHUP (on Unix).
 pub async fn serve(
     config: ServeConfig,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServeError> {
-    bind(config).await?.serve(shutdown).await
+    // Before anything slow: a SIGHUP during startup must not end the process, which is
+    // what it does without a handler.
+    #[cfg(unix)]
+    let hangups = reload::on_hangup().map_err(ServeError::Signal)?;
+    let bound = bind(config).await?;
+    #[cfg(unix)]
+    let reloads = hangups.spawn(bound.profiles());
+    let served = bound.serve(shutdown).await;
+    #[cfg(unix)]
+    reloads.abort();
+    served
 }
 
 impl BoundServer {
@@ -302,6 +315,11 @@ impl BoundServer {
     /// which runs this process owns).
     pub fn coordinator(&self) -> Coordinator {
         self.coordinator.clone()
+    }
+
+    /// The profiles new runs get, reloadable.
+    pub fn profiles(&self) -> Arc<LiveProfiles> {
+        Arc::clone(&self.profiles)
     }
 
     /// Checks tokens and makes operator tokens, against this server's store.
@@ -413,7 +431,7 @@ async fn report_serving(health: &HealthReporter) {
 fn routes(
     coordinator: &Coordinator,
     store: Arc<dyn RunStore>,
-    profiles: Arc<ProfileRegistry>,
+    profiles: Arc<LiveProfiles>,
     auth: &Arc<Authenticator>,
     config: &ServeConfig,
     metrics: &Arc<Metrics>,

@@ -20,7 +20,9 @@ use super::completion::completed_before;
 use super::{
     Commit, CommitDone, PageCursor, RunPage, RunQuery, RunStore, StoreError, StoreFuture, StoredRun,
 };
-use crate::domain::{Credential, CredentialKind, Decision, Event, EventKind, Run, StallTracker};
+use crate::domain::{
+    Credential, CredentialKind, Decision, Event, EventKind, PolicyVersion, Run, StallTracker,
+};
 
 /// The in-memory implementation of [`RunStore`]. Share it behind an `Arc`.
 #[derive(Default)]
@@ -47,6 +49,8 @@ struct State {
     credentials: HashMap<String, Credential>,
     /// Runs this process has lost to another (see [`MemoryStore::fence`]).
     fenced: BTreeSet<String>,
+    /// Policy versions by hash.
+    policy_versions: HashMap<String, PolicyVersion>,
 }
 
 /// One stored run.
@@ -471,5 +475,17 @@ impl RunStore for MemoryStore {
                 c.clone()
             });
         ready(Ok(revoked))
+    }
+
+    fn put_policy_version(&self, version: PolicyVersion) -> StoreFuture<()> {
+        self.lock()
+            .policy_versions
+            .entry(version.hash.clone())
+            .or_insert(version);
+        ready(Ok(()))
+    }
+
+    fn policy_version(&self, hash: &str) -> StoreFuture<Option<PolicyVersion>> {
+        ready(Ok(self.lock().policy_versions.get(hash).cloned()))
     }
 }

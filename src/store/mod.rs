@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 
-use crate::domain::{Credential, Event, Run, StallTracker};
+use crate::domain::{Credential, Event, PolicyVersion, Run, StallTracker};
 
 pub use crate::domain::query::{PageCursor, RunPage, RunQuery};
 
@@ -225,6 +225,13 @@ pub trait RunStore: Send + Sync + 'static {
     /// Revokes the operator credential named `name` that is not revoked yet, as of `at`,
     /// and returns it; `None` when there is none.
     fn revoke_credential(&self, name: &str, at: DateTime<Utc>) -> StoreFuture<Option<Credential>>;
+
+    /// Stores a policy version unless one with its hash is stored already (then the
+    /// stored one stays, `first_seen` included); durable when this resolves.
+    fn put_policy_version(&self, version: PolicyVersion) -> StoreFuture<()>;
+
+    /// The policy version with this hash.
+    fn policy_version(&self, hash: &str) -> StoreFuture<Option<PolicyVersion>>;
 
     /// The other processes sharing this store; `None` for a store only one process opens
     /// (that process owns every run).

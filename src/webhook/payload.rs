@@ -247,6 +247,8 @@ mod tests {
             part: String::new(),
             step_count: 1,
             deadline: None,
+            profile: String::new(),
+            profile_hash: String::new(),
         }
     }
 

@@ -706,3 +706,29 @@ pub fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
         }
     }
 }
+
+/// The profile `team`: Bash calls starting with `denied` are denied, the rest allowed.
+pub fn team_profile(denied: &str) -> String {
+    format!(
+        r#"
+name = "team"
+mode = "acceptEdits"
+
+[[rules]]
+specifier = {{ tool = "Bash" }}
+decision = "deny"
+command_allow = ["{denied}"]
+"#
+    )
+}
+
+/// The version hash of a profile text, computed here, apart from the server.
+pub fn version_of(text: &str) -> String {
+    let profile =
+        runplane::policy::parse_profile(text, runplane::policy::ProfileFormat::Toml, "team")
+            .unwrap();
+    runplane::policy::CompiledProfile::compile(profile)
+        .unwrap()
+        .hash()
+        .to_string()
+}

@@ -3,8 +3,8 @@
 use super::{decision_from_proto, non_negative, non_negative_finite, required, ConvertError};
 use crate::grpc::pb;
 use crate::policy::{
-    PermissionRule, PolicyMode, PolicyProfile, QualityGate, TerminationCondition, ToolSpecifier,
-    Verdict,
+    CompiledProfile, PermissionRule, PolicyMode, PolicyProfile, ProfileChange, QualityGate,
+    TerminationCondition, ToolSpecifier, Verdict,
 };
 
 impl From<PolicyMode> for pb::PolicyMode {
@@ -153,6 +153,28 @@ impl From<&PolicyProfile> for pb::PolicyProfile {
             rules: p.rules.iter().map(pb::PermissionRule::from).collect(),
             quality_gate: Some(pb::QualityGate::from(&p.quality_gate)),
             termination: Some(pb::TerminationCondition::from(&p.termination)),
+            // Only a compiled profile has a version (see below).
+            hash: String::new(),
+        }
+    }
+}
+
+/// A loaded profile, with its version.
+impl From<&CompiledProfile> for pb::PolicyProfile {
+    fn from(p: &CompiledProfile) -> pb::PolicyProfile {
+        pb::PolicyProfile {
+            hash: p.hash().to_string(),
+            ..pb::PolicyProfile::from(p.profile())
+        }
+    }
+}
+
+impl From<ProfileChange> for pb::ProfileVersionChange {
+    fn from(change: ProfileChange) -> pb::ProfileVersionChange {
+        pb::ProfileVersionChange {
+            name: change.name,
+            previous_hash: change.previous.unwrap_or_default(),
+            hash: change.current.unwrap_or_default(),
         }
     }
 }

@@ -13,6 +13,7 @@ mod peers;
 mod read;
 mod retention;
 mod schema;
+mod versions;
 mod write;
 
 use std::fmt;
@@ -27,7 +28,7 @@ use tokio::task::JoinHandle;
 use super::{
     Commit, CommitDone, Event, RunPage, RunQuery, RunStore, StoreError, StoreFuture, StoredRun,
 };
-use crate::domain::{Credential, Run, StallTracker};
+use crate::domain::{Credential, PolicyVersion, Run, StallTracker};
 use crate::store::reply::Reply;
 use crate::store::Peers;
 use lease::Leases;
@@ -313,6 +314,15 @@ impl RunStore for PostgresStore {
     fn revoke_credential(&self, name: &str, at: DateTime<Utc>) -> StoreFuture<Option<Credential>> {
         let name = name.to_string();
         self.with_client(move |client| async move { credentials::revoke(&client, &name, at).await })
+    }
+
+    fn put_policy_version(&self, version: PolicyVersion) -> StoreFuture<()> {
+        self.with_client(move |client| async move { versions::insert(&client, &version).await })
+    }
+
+    fn policy_version(&self, hash: &str) -> StoreFuture<Option<PolicyVersion>> {
+        let hash = hash.to_string();
+        self.with_client(move |client| async move { versions::by_hash(&client, &hash).await })
     }
 
     fn peers(&self) -> Option<Arc<dyn Peers>> {

@@ -209,6 +209,17 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX run_commands_untaken ON run_commands (id) WHERE taken_by IS NULL;
     CREATE INDEX run_commands_sent ON run_commands (sent_at);
     "#,
+    // 4: the policy versions runs are pinned to, each stored once under its content hash
+    // (SHA-256 of the canonical text), so a run restored after its file changed or went
+    // away is still judged by the rules it started with.
+    r#"
+    CREATE TABLE policy_versions (
+        hash       text COLLATE "C" PRIMARY KEY,  -- SHA-256 of source, lowercase hex
+        name       text NOT NULL,
+        source     text NOT NULL,                 -- the profile's canonical TOML
+        first_seen timestamptz NOT NULL
+    );
+    "#,
 ];
 
 /// The latest schema version this build knows.

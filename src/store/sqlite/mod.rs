@@ -16,6 +16,7 @@ mod read;
 mod retention;
 mod rows;
 mod schema;
+mod versions;
 mod writer;
 
 use std::fmt;
@@ -33,7 +34,7 @@ use tokio::sync::oneshot;
 use super::{
     Commit, CommitDone, Event, RunPage, RunQuery, RunStore, StoreError, StoreFuture, StoredRun,
 };
-use crate::domain::{Credential, Run, StallTracker};
+use crate::domain::{Credential, PolicyVersion, Run, StallTracker};
 use crate::store::reply::Reply;
 use read::ReadPool;
 use writer::Job;
@@ -436,6 +437,15 @@ impl RunStore for SqliteStore {
     fn revoke_credential(&self, name: &str, at: DateTime<Utc>) -> StoreFuture<Option<Credential>> {
         let name = name.to_string();
         self.write(move |conn| credentials::revoke(conn, &name, at))
+    }
+
+    fn put_policy_version(&self, version: PolicyVersion) -> StoreFuture<()> {
+        self.write(move |conn| versions::insert(conn, &version))
+    }
+
+    fn policy_version(&self, hash: &str) -> StoreFuture<Option<PolicyVersion>> {
+        let hash = hash.to_string();
+        self.read(move |conn| versions::by_hash(conn, &hash))
     }
 }
 

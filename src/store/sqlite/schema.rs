@@ -179,6 +179,17 @@ const MIGRATIONS: &[&str] = &[
         WHERE status IN ('completed', 'failed', 'cancelled', 'timeout');
     CREATE INDEX credentials_run ON credentials (run_id) WHERE run_id IS NOT NULL;
     ",
+    // 7: the policy versions runs are pinned to, each stored once under its content hash
+    // (SHA-256 of the canonical text), so a run restored after its file changed or went
+    // away is still judged by the rules it started with.
+    "
+    CREATE TABLE policy_versions (
+        hash       TEXT PRIMARY KEY,  -- SHA-256 of source, lowercase hex
+        name       TEXT NOT NULL,
+        source     TEXT NOT NULL,     -- the profile's canonical TOML
+        first_seen TEXT NOT NULL      -- RFC 3339
+    ) WITHOUT ROWID;
+    ",
 ];
 
 /// The statuses `runs_live` excludes, as its `WHERE` clause spells them. A query uses the
