@@ -17,6 +17,7 @@ mod policy_replay;
 mod policy_test;
 mod runs;
 pub mod serve;
+mod serve_store;
 mod tokens;
 mod work;
 
