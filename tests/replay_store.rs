@@ -47,6 +47,7 @@ fn decided(call_id: String, tool: &str, step_count: i32) -> EventKind {
         part: String::new(),
         step_count,
         deadline: None,
+        grant: String::new(),
     })
 }
 

@@ -80,6 +80,7 @@ async fn operators_and_watchers_at_any_replica_reach_the_owner() {
             decision: pb::Decision::Allow as i32,
             reason: "looks fine".into(),
             resolver: "ops".into(),
+            ..Default::default()
         })
         .await
         .unwrap()

@@ -620,6 +620,7 @@ fn decided(run_id: &str, seq: u64, call_id: &str, decision: Decision) -> Event {
             part: String::new(),
             step_count: seq as i32,
             deadline: Some(at(9_000_000)),
+            grant: String::new(),
         }),
     }
 }

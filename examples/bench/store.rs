@@ -199,6 +199,7 @@ fn event(run_id: &str, seq: u64, step: i32) -> Arc<Event> {
             part: String::new(),
             step_count: step,
             deadline: None,
+            grant: String::new(),
         }),
     })
 }

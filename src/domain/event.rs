@@ -11,6 +11,7 @@ use std::str::FromStr;
 
 use chrono::{DateTime, Utc};
 
+use super::grant::{Grant, GrantMatch, GrantRevoked};
 use super::{Decision, DeliverMode, Status, ToolCallRequest};
 
 /// One entry of a run's log.
@@ -58,6 +59,10 @@ pub enum EventKind {
     Resolved(Resolved),
     /// `run.toolcall.result`.
     Result(CallResult),
+    /// `run.grant.added`: an operator answered an ask for the rest of the run.
+    GrantAdded(Grant),
+    /// `run.grant.revoked`: an operator withdrew a grant.
+    GrantRevoked(GrantRevoked),
     /// `run.stall_detected`.
     StallDetected {
         /// The profile's threshold that was reached.
@@ -133,6 +138,9 @@ pub struct Decided {
     pub step_count: i32,
     /// When an ask times out; `None`: it waits until answered (and for other decisions).
     pub deadline: Option<DateTime<Utc>>,
+    /// The grants that decided a call the profile asked about (`g1`, or `g1,g3` when
+    /// several parts of a command line were covered); empty when the profile decided.
+    pub grant: String,
 }
 
 impl Decided {
@@ -325,6 +333,8 @@ impl<'a> Reader<'a> {
 const APPROVED: &str = "run.toolcall.approved";
 const DENIED: &str = "run.toolcall.denied";
 const ASKED: &str = "run.toolcall.asked";
+const GRANT_ADDED: &str = "run.grant.added";
+const GRANT_REVOKED: &str = "run.grant.revoked";
 
 impl EventKind {
     /// The stored kind name (`run.toolcall.approved`, …).
@@ -341,6 +351,8 @@ impl EventKind {
             },
             EventKind::Resolved(_) => "run.toolcall.resolved",
             EventKind::Result(_) => "run.toolcall.result",
+            EventKind::GrantAdded(_) => GRANT_ADDED,
+            EventKind::GrantRevoked(_) => GRANT_REVOKED,
             EventKind::StallDetected { .. } => "run.stall_detected",
             EventKind::GateStarted { .. } => "run.qualitygate.started",
             EventKind::GatePassed(_) => "run.qualitygate.passed",
@@ -408,7 +420,8 @@ impl EventKind {
                 .maybe("rule_index", d.rule_index)
                 .text("part", &d.part)
                 .value("step_count", d.step_count)
-                .maybe("deadline", d.deadline.map(|t| t.to_rfc3339())),
+                .maybe("deadline", d.deadline.map(|t| t.to_rfc3339()))
+                .text("grant", &d.grant),
             EventKind::Resolved(r) => w
                 .text("call_id", &r.call_id)
                 .value("decision", r.decision)
@@ -424,6 +437,24 @@ impl EventKind {
                 .value("total_cost_usd", r.total_cost_usd)
                 .value("output_bytes", r.output_bytes)
                 .maybe("duration_ms", r.duration_ms),
+            EventKind::GrantAdded(g) => {
+                let (name, value) = match &g.matcher {
+                    GrantMatch::Command(command) => ("command", command),
+                    GrantMatch::Prefix(prefix) => ("prefix", prefix),
+                    GrantMatch::PathGlob(glob) => ("path_glob", glob),
+                };
+                w.text("grant_id", &g.id)
+                    .text("call_id", &g.call_id)
+                    .text("tool", &g.tool)
+                    .text(name, value)
+                    .value("decision", g.decision)
+                    .text("by", &g.by)
+                    .text("note", &g.note)
+            }
+            EventKind::GrantRevoked(r) => w
+                .text("grant_id", &r.grant_id)
+                .text("reason", &r.reason)
+                .text("by", &r.by),
             EventKind::StallDetected { threshold } => w.value("threshold", threshold),
             EventKind::GateStarted {
                 require_tests_pass,
@@ -494,6 +525,12 @@ impl EventKind {
                 output_bytes: r.value("output_bytes")?,
                 duration_ms: r.maybe("duration_ms")?,
             }),
+            GRANT_ADDED => EventKind::GrantAdded(grant(&mut r)?),
+            GRANT_REVOKED => EventKind::GrantRevoked(GrantRevoked {
+                grant_id: r.required("grant_id")?,
+                reason: r.text("reason"),
+                by: r.text("by"),
+            }),
             "run.stall_detected" => EventKind::StallDetected {
                 threshold: r.value("threshold")?,
             },
@@ -539,6 +576,7 @@ fn decided(r: &mut Reader<'_>) -> Result<Decided, EventError> {
         part: r.text("part"),
         step_count: r.value("step_count")?,
         deadline: r.time("deadline")?,
+        grant: r.text("grant"),
     };
     // The kind says the decision too; the two must agree.
     let named = match r.kind {
@@ -550,6 +588,38 @@ fn decided(r: &mut Reader<'_>) -> Result<Decided, EventError> {
         return Err(r.error(format!("its decision attribute says {}", decided.decision)));
     }
     Ok(decided)
+}
+
+/// `run.grant.added`: exactly one of `command`, `prefix` and `path_glob` says what it
+/// covers.
+fn grant(r: &mut Reader<'_>) -> Result<Grant, EventError> {
+    let mut matchers = [r.text("command"), r.text("prefix"), r.text("path_glob")]
+        .into_iter()
+        .enumerate()
+        .filter(|(_, value)| !value.is_empty());
+    let matcher = match (matchers.next(), matchers.next()) {
+        (Some((0, command)), None) => GrantMatch::Command(command),
+        (Some((1, prefix)), None) => GrantMatch::Prefix(prefix),
+        (Some((_, glob)), None) => GrantMatch::PathGlob(glob),
+        _ => {
+            return Err(r.error(
+                "exactly one of \"command\", \"prefix\" and \"path_glob\" must be set".into(),
+            ))
+        }
+    };
+    let grant = Grant {
+        id: r.required("grant_id")?,
+        call_id: r.required("call_id")?,
+        tool: r.required("tool")?,
+        matcher,
+        decision: r.value("decision")?,
+        by: r.text("by"),
+        note: r.text("note"),
+    };
+    if grant.decision == Decision::Ask {
+        return Err(r.error("a grant allows or denies, never asks".into()));
+    }
+    Ok(grant)
 }
 
 fn gate(r: &mut Reader<'_>) -> Result<GateReport, EventError> {

@@ -7,6 +7,7 @@
 mod access;
 mod decision;
 pub mod event;
+pub mod grant;
 mod modes;
 pub mod query;
 mod run;
@@ -17,6 +18,7 @@ mod toolcall;
 pub use access::{Credential, CredentialKind, Principal, Role, Scope};
 pub use decision::{Decision, UnknownDecision};
 pub use event::{Event, EventKind};
+pub use grant::{Grant, GrantMatch, GrantRecord, GrantRevoked, Remember, RunGrants};
 pub use modes::{DeliverMode, ExecMode};
 pub use run::{Run, StartRequest, TransitionError, ValidationError};
 pub use stall::{StallTracker, DEFAULT_STALL_THRESHOLD};

@@ -246,6 +246,7 @@ mod tests {
             part: String::new(),
             step_count: steps,
             deadline: None,
+            grant: String::new(),
         })
     }
 

@@ -247,6 +247,7 @@ mod tests {
             part: String::new(),
             step_count: 1,
             deadline: None,
+            grant: String::new(),
         }
     }
 

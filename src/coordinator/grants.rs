@@ -1,0 +1,221 @@
+//! A run's grants (remembered answers, `domain::grant`): made by an operator's run-scoped
+//! answer to an ask, consulted for each later call the profile asks about, revoked by an
+//! operator. The actor holds the run's grants in memory; the log is where they are kept,
+//! and a restored actor rebuilds them from it.
+
+use std::sync::Arc;
+
+use tokio::sync::oneshot;
+use tracing::info;
+
+use super::actor::{Command, RunActor};
+use super::messages::CoordinatorError;
+use super::Coordinator;
+use crate::domain::event::Decided;
+use crate::domain::{Decision, EventKind, Grant, GrantRecord, GrantRevoked, Remember, RunGrants};
+use crate::policy::{apply_grants_off_runtime, grant_match, ToolCall, Verdict};
+
+/// A run's grants as its actor holds them.
+#[derive(Debug, Default)]
+pub(super) struct Grants {
+    /// Every grant of the run, made and revoked: for ids and revocation.
+    all: RunGrants,
+    /// The grants that hold, shared with a judge on the blocking pool.
+    active: Arc<[Grant]>,
+}
+
+impl Grants {
+    /// The grants a log showed.
+    pub(super) fn from_log(all: RunGrants) -> Grants {
+        let active = all.active().into();
+        Grants { all, active }
+    }
+
+    fn changed(&mut self) {
+        self.active = self.all.active().into();
+    }
+}
+
+/// An operator's revocation of a grant.
+pub struct Revocation {
+    /// The grant.
+    pub grant_id: String,
+    /// Why.
+    pub reason: String,
+    /// Who revokes it: the authenticated principal's name.
+    pub by: String,
+    /// The revoked grant.
+    pub reply: oneshot::Sender<Result<GrantRecord, CoordinatorError>>,
+}
+
+/// Events read per page when a run's grants are read from its log.
+const GRANT_SCAN_PAGE: usize = 1_000;
+
+impl RunActor {
+    /// The verdict for a call: the profile's, or the grants' when the profile asked and
+    /// the run's grants cover the call; with the ids of the grants that decided (empty
+    /// when none did). `&mut self` only so that the future is `Send` (the actor's state
+    /// is not `Sync`).
+    pub(super) async fn with_grants(
+        &mut self,
+        call: &ToolCall<'_>,
+        verdict: Verdict,
+    ) -> (Verdict, String) {
+        if verdict.decision != Decision::Ask || self.grants.active.is_empty() {
+            return (verdict, String::new());
+        }
+        match apply_grants_off_runtime(&self.profile, call, &verdict, &self.grants.active).await {
+            Some(granted) => granted,
+            None => (verdict, String::new()),
+        }
+    }
+
+    /// The grant an answer for the rest of the run makes, checked against the asked call
+    /// as the log holds it (the actor keeps only a fingerprint of a call).
+    pub(super) async fn new_grant(
+        &mut self,
+        call_id: &str,
+        remember: &Remember,
+        decision: Decision,
+        by: &str,
+        note: &str,
+    ) -> Result<Grant, CoordinatorError> {
+        let asked: Decided = self
+            .shared
+            .store
+            .pending_asks(Some(&self.run.id))
+            .await?
+            .into_iter()
+            .find_map(|event| match event.kind {
+                EventKind::Decided(decided) if decided.call_id == call_id => Some(decided),
+                _ => None,
+            })
+            .ok_or_else(|| {
+                CoordinatorError::Internal(format!("the ask of call {call_id} is not in the log"))
+            })?;
+        let call = ToolCall {
+            tool: &asked.tool,
+            command: &asked.command,
+            path: &asked.path,
+            resolved_path: &asked.resolved_path,
+            paths: &asked.paths,
+            url: &asked.url,
+            input: &asked.input,
+            workspace_root: self
+                .session
+                .as_ref()
+                .and_then(|s| s.workspace_root.as_deref()),
+        };
+        let matcher = grant_match(remember, &call)
+            .map_err(|err| CoordinatorError::InvalidArgument(err.to_string()))?;
+        Ok(Grant {
+            id: self.grants.all.next_id(),
+            call_id: call_id.to_string(),
+            tool: asked.tool.clone(),
+            matcher,
+            decision,
+            by: by.to_string(),
+            note: note.to_string(),
+        })
+    }
+
+    /// Records a grant in the change being built; it holds from the next call on.
+    pub(super) fn add_grant(&mut self, grant: Grant) {
+        info!(grant_id = %grant.id, decision = %grant.decision, by = %grant.by, "grant made");
+        self.record(EventKind::GrantAdded(grant.clone()));
+        self.grants.all.add(grant, self.shared.clock.now());
+        self.grants.changed();
+    }
+
+    /// Withdraws a grant: from the next call on, what it covered is asked again.
+    pub(super) async fn revoke_grant(
+        &mut self,
+        grant_id: &str,
+        reason: String,
+        by: &str,
+    ) -> Result<GrantRecord, CoordinatorError> {
+        if self.run.status.is_terminal() {
+            return Err(CoordinatorError::FailedPrecondition(format!(
+                "run {} is {}",
+                self.run.id, self.run.status
+            )));
+        }
+        match self.grants.all.get(grant_id) {
+            None => {
+                return Err(CoordinatorError::NotFound(format!(
+                    "run {} has no grant {grant_id}",
+                    self.run.id
+                )))
+            }
+            Some(record) if !record.is_active() => {
+                return Err(CoordinatorError::FailedPrecondition(format!(
+                    "grant {grant_id} of run {} is already revoked",
+                    self.run.id
+                )))
+            }
+            Some(_) => {}
+        }
+        let revoked = GrantRevoked {
+            grant_id: grant_id.to_string(),
+            reason: if reason.is_empty() {
+                format!("revoked by {by}")
+            } else {
+                reason
+            },
+            by: by.to_string(),
+        };
+        self.record(EventKind::GrantRevoked(revoked.clone()));
+        self.commit().await?;
+        info!(grant_id, by, "grant revoked");
+        self.grants.all.revoke(revoked, self.shared.clock.now());
+        self.grants.changed();
+        self.grants.all.get(grant_id).cloned().ok_or_else(|| {
+            CoordinatorError::Internal(format!("grant {grant_id} vanished while revoked"))
+        })
+    }
+}
+
+impl Coordinator {
+    /// A run's grants, made and revoked, oldest first, as its log in the store tells them
+    /// (so every process sharing the store answers the same, for a finished run too).
+    pub async fn list_grants(&self, run_id: &str) -> Result<Vec<GrantRecord>, CoordinatorError> {
+        self.get_run(run_id).await?;
+        let mut grants = RunGrants::default();
+        let mut from_seq = 1;
+        loop {
+            let page = self
+                .shared
+                .store
+                .list_events(run_id, from_seq, GRANT_SCAN_PAGE)
+                .await?;
+            for event in &page {
+                grants.apply(event);
+            }
+            match page.last() {
+                Some(last) if page.len() == GRANT_SCAN_PAGE => from_seq = last.seq + 1,
+                _ => return Ok(grants.records().to_vec()),
+            }
+        }
+    }
+
+    /// Revokes a grant of a live run as the principal named `by`. Not relayed: a run that
+    /// another process sharing the store owns is UNAVAILABLE here, and the revoke is to be
+    /// sent to that process.
+    pub async fn revoke_grant(
+        &self,
+        run_id: &str,
+        grant_id: &str,
+        reason: String,
+        by: &str,
+    ) -> Result<GrantRecord, CoordinatorError> {
+        self.ask_run(run_id, |reply| {
+            Command::RevokeGrant(Box::new(Revocation {
+                grant_id: grant_id.to_string(),
+                reason,
+                by: by.to_string(),
+                reply,
+            }))
+        })
+        .await
+    }
+}
