@@ -44,8 +44,8 @@ pub struct Revocation {
     pub reason: String,
     /// Who revokes it: the authenticated principal's name.
     pub by: String,
-    /// The revoked grant.
-    pub reply: oneshot::Sender<Result<GrantRecord, CoordinatorError>>,
+    /// Ok once the revocation is committed.
+    pub reply: oneshot::Sender<Result<(), CoordinatorError>>,
 }
 
 /// Events read per page when a run's grants are read from its log.
@@ -133,7 +133,7 @@ impl RunActor {
         grant_id: &str,
         reason: String,
         by: &str,
-    ) -> Result<GrantRecord, CoordinatorError> {
+    ) -> Result<(), CoordinatorError> {
         if self.run.status.is_terminal() {
             return Err(CoordinatorError::FailedPrecondition(format!(
                 "run {} is {}",
@@ -169,9 +169,7 @@ impl RunActor {
         info!(grant_id, by, "grant revoked");
         self.grants.all.revoke(revoked, self.shared.clock.now());
         self.grants.changed();
-        self.grants.all.get(grant_id).cloned().ok_or_else(|| {
-            CoordinatorError::Internal(format!("grant {grant_id} vanished while revoked"))
-        })
+        Ok(())
     }
 }
 
@@ -200,7 +198,8 @@ impl Coordinator {
 
     /// Revokes a grant of a live run as the principal named `by`. Not relayed: a run that
     /// another process sharing the store owns is UNAVAILABLE here, and the revoke is to be
-    /// sent to that process.
+    /// sent to that process. Returns the grant as `list_grants` then reads it: with the
+    /// times the log holds.
     pub async fn revoke_grant(
         &self,
         run_id: &str,
@@ -216,6 +215,13 @@ impl Coordinator {
                 reply,
             }))
         })
-        .await
+        .await?;
+        self.list_grants(run_id)
+            .await?
+            .into_iter()
+            .find(|record| record.grant.id == grant_id)
+            .ok_or_else(|| {
+                CoordinatorError::Internal(format!("grant {grant_id} is not in the log"))
+            })
     }
 }
