@@ -650,3 +650,90 @@ async fn a_viewer_cannot_grant_or_revoke_but_can_list() {
     assert_eq!(listed[0].revoked_by, "");
     assert_eq!(server.pending_asks(&run_id).await.len(), 1);
 }
+
+/// Runs the CLI against the server as the admin and returns its stdout; it must succeed.
+async fn cli(server: &TestServer, args: &[&str]) -> String {
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_runplane"))
+        .args(args)
+        .env("RUNPLANE_SERVER", format!("http://{}", server.addr))
+        .env("RUNPLANE_TOKEN", &server.admin_token)
+        .env("USER", "oncall")
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+#[tokio::test]
+async fn the_cli_grants_lists_and_revokes() {
+    let server = server().await;
+    let run_id = server.start_run("grants").await;
+    let (mut worker, _) = Worker::attach(&server, &run_id).await;
+    let asked = bash(&mut worker, "c1", "npm run build -- --watch").await;
+    assert_eq!(decision(&asked), pb::Decision::Ask);
+    let answered = cli(
+        &server,
+        &[
+            "asks",
+            "allow",
+            &run_id,
+            "c1",
+            "--for-run",
+            "--prefix",
+            "npm run build",
+        ],
+    )
+    .await;
+    assert_eq!(
+        answered,
+        format!(
+            "allow: call c1 of run {run_id} (allow by admin)\n\
+             grant g1 of run {run_id}: allow Bash prefix \"npm run build\" (by admin, call c1)\n"
+        )
+    );
+    assert!(matches!(worker.recv().await, Out::ToolCallResponse(_)));
+    let allowed = bash(&mut worker, "c2", "npm run build").await;
+    assert_eq!(decision(&allowed), pb::Decision::Allow);
+
+    let listed = cli(&server, &["grants", "list", &run_id, "--json"]).await;
+    let listed: serde_json::Value = serde_json::from_str(&listed).unwrap();
+    let grant = &listed["grants"][0];
+    assert_eq!(grant["grant_id"], "g1");
+    assert_eq!(grant["kind"], "prefix");
+    assert_eq!(grant["covers"], "npm run build");
+    assert_eq!(grant["granted_by"], "admin");
+    assert_eq!(grant["note"], "oncall");
+    assert_eq!(grant["revoked_by"], serde_json::Value::Null);
+
+    let revoked = cli(
+        &server,
+        &["grants", "revoke", &run_id, "g1", "--reason", "enough"],
+    )
+    .await;
+    assert_eq!(
+        revoked,
+        format!(
+            "grant g1 of run {run_id}: allow Bash prefix \"npm run build\" (by admin, call c1); \
+             revoked by admin\n"
+        )
+    );
+    let table = cli(&server, &["grants", "list", &run_id]).await;
+    let lines: Vec<&str> = table.lines().collect();
+    assert_eq!(lines.len(), 2, "{table}");
+    assert!(lines[0].starts_with("GRANT  DECISION  TOOL  BY"), "{table}");
+    assert!(
+        lines[1].starts_with("g1     allow     Bash  admin"),
+        "{table}"
+    );
+    assert!(
+        lines[1].ends_with("revoked by admin  prefix  npm run build"),
+        "{table}"
+    );
+    let asked = bash(&mut worker, "c3", "npm run build").await;
+    assert_eq!(decision(&asked), pb::Decision::Ask);
+}
