@@ -285,3 +285,196 @@ fn granted(asked: &Verdict, decision: Decision, grants: &[&Grant]) -> (Verdict, 
     };
     (verdict, ids)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::{PolicyMode, PolicyProfile};
+
+    /// Every call asked: no rules, mode default.
+    fn asks_everything() -> CompiledProfile {
+        let profile = PolicyProfile {
+            name: "t".into(),
+            mode: PolicyMode::Default,
+            ..PolicyProfile::default()
+        };
+        CompiledProfile::compile(profile).expect("compiles")
+    }
+
+    fn grant(tool: &str, matcher: GrantMatch, decision: Decision) -> Grant {
+        Grant {
+            id: "g1".into(),
+            call_id: "c1".into(),
+            tool: tool.into(),
+            matcher,
+            decision,
+            by: "alice".into(),
+            note: String::new(),
+        }
+    }
+
+    /// The decision `grants` give `call` when the profile asked about it; `None`: asked.
+    fn decided(call: &ToolCall<'_>, grants: &[Grant]) -> Option<Decision> {
+        let profile = asks_everything();
+        let verdict = profile.evaluate(call);
+        assert_eq!(verdict.decision, Decision::Ask);
+        profile
+            .apply_grants(call, &verdict, grants)
+            .map(|(v, _)| v.decision)
+    }
+
+    fn edit<'a>(path: &'a str, resolved: &'a str, paths: &'a [String]) -> ToolCall<'a> {
+        ToolCall {
+            tool: "Edit",
+            path,
+            resolved_path: resolved,
+            paths,
+            workspace_root: Some("/ws"),
+            ..ToolCall::default()
+        }
+    }
+
+    #[test]
+    fn a_path_grant_needs_every_file_of_the_call_to_match() {
+        let src = [grant(
+            "Edit",
+            GrantMatch::PathGlob("src/**".into()),
+            Decision::Allow,
+        )];
+        let inside = ["src/b.rs".to_string()];
+        let mixed = ["src/b.rs".to_string(), "docs/c.md".to_string()];
+        assert_eq!(
+            decided(&edit("src/a.rs", "", &inside), &src),
+            Some(Decision::Allow)
+        );
+        assert_eq!(decided(&edit("src/a.rs", "", &mixed), &src), None);
+        assert_eq!(decided(&edit("", "", &inside), &src), Some(Decision::Allow));
+        // A symlink out of the workspace: its resolved path does not match.
+        assert_eq!(decided(&edit("src/link", "/etc/passwd", &[]), &src), None);
+        assert_eq!(
+            decided(&edit("/ws/src/a.rs", "/ws/src/a.rs", &[]), &src),
+            Some(Decision::Allow)
+        );
+    }
+
+    #[test]
+    fn a_grant_covers_its_own_tool_only_ignoring_case() {
+        let make = [grant(
+            "Bash",
+            GrantMatch::Command("make".into()),
+            Decision::Allow,
+        )];
+        let call = |tool| ToolCall {
+            tool,
+            command: "make",
+            ..ToolCall::default()
+        };
+        assert_eq!(decided(&call("BASH"), &make), Some(Decision::Allow));
+        assert_eq!(decided(&call("mcp__shell__run"), &make), None);
+    }
+
+    #[test]
+    fn another_tools_command_is_read_as_whitespace_separated_words() {
+        let prefix = [grant(
+            "mcp__shell__run",
+            GrantMatch::Prefix("make test".into()),
+            Decision::Allow,
+        )];
+        let call = |command| ToolCall {
+            tool: "mcp__shell__run",
+            command,
+            ..ToolCall::default()
+        };
+        assert_eq!(
+            decided(&call("make  test all"), &prefix),
+            Some(Decision::Allow)
+        );
+        assert_eq!(decided(&call("make testing"), &prefix), None);
+        assert_eq!(decided(&call("make"), &prefix), None);
+    }
+
+    #[test]
+    fn grants_are_consulted_only_for_an_ask() {
+        let profile = asks_everything();
+        let call = ToolCall {
+            tool: "Bash",
+            command: "make",
+            ..ToolCall::default()
+        };
+        let all = [grant(
+            "Bash",
+            GrantMatch::Prefix("make".into()),
+            Decision::Allow,
+        )];
+        for decision in [Decision::Allow, Decision::Deny] {
+            let verdict = Verdict {
+                decision,
+                ..profile.evaluate(&call)
+            };
+            assert_eq!(profile.apply_grants(&call, &verdict, &all), None);
+        }
+    }
+
+    #[test]
+    fn what_an_operator_asks_to_remember_must_fit_the_asked_call() {
+        let bash = |command| ToolCall {
+            tool: "Bash",
+            command,
+            ..ToolCall::default()
+        };
+        let prefix = |p: &str| Remember::Prefix(p.into());
+        for (command, remember, expected) in [
+            (
+                "  npm run build",
+                prefix(" npm run build "),
+                Ok(GrantMatch::Prefix("npm run build".into())),
+            ),
+            (
+                "npm run build\t--prod",
+                prefix("npm run"),
+                Ok(GrantMatch::Prefix("npm run".into())),
+            ),
+            (
+                "make && make install",
+                prefix("make &&"),
+                Err(GrantError::Prefix(
+                    "\"make &&\" is not one simple command of words known before it runs".into(),
+                )),
+            ),
+            (
+                "A=1 make",
+                prefix("A=1 make"),
+                Err(GrantError::Prefix(
+                    "\"A=1 make\" is not one simple command of words known before it runs".into(),
+                )),
+            ),
+            (
+                "make",
+                prefix("   "),
+                Err(GrantError::Prefix("must not be empty".into())),
+            ),
+            (
+                "make",
+                Remember::Command,
+                Ok(GrantMatch::Command("make".into())),
+            ),
+        ] {
+            assert_eq!(
+                grant_match(&remember, &bash(command)),
+                expected,
+                "{command}"
+            );
+        }
+        let file = edit("src/a.rs", "", &[]);
+        assert_eq!(
+            grant_match(&Remember::Command, &file),
+            Err(GrantError::Scope(
+                "the call has no command to remember; give a path glob".into()
+            ))
+        );
+        assert_eq!(
+            grant_match(&Remember::PathGlob("src/[".into()), &file).map_err(|e| e.to_string()),
+            Err("path_glob: \"src/[\": unclosed character class; missing ']'".into())
+        );
+    }
+}
