@@ -7,10 +7,10 @@
 //! wrongly would be replayed wrongly.
 
 use std::collections::BTreeMap;
-use std::str::FromStr;
 
 use chrono::{DateTime, Utc};
 
+use super::attributes::{Reader, Writer};
 use super::grant::{Grant, GrantMatch, GrantRevoked};
 use super::{Decision, DeliverMode, Status, ToolCallRequest};
 
@@ -245,90 +245,6 @@ pub struct EventError {
 
 /// The stored attributes: names are this module's constants, empty values are left out.
 pub type Attributes = BTreeMap<&'static str, String>;
-
-/// Builds `Attributes`, leaving out empty values.
-struct Writer(Attributes);
-
-impl Writer {
-    fn text(mut self, name: &'static str, value: &str) -> Writer {
-        if !value.is_empty() {
-            self.0.insert(name, value.to_string());
-        }
-        self
-    }
-
-    fn value(self, name: &'static str, value: impl ToString) -> Writer {
-        let text = value.to_string();
-        self.text(name, &text)
-    }
-
-    fn maybe(self, name: &'static str, value: Option<impl ToString>) -> Writer {
-        match value {
-            Some(value) => self.value(name, value),
-            None => self,
-        }
-    }
-}
-
-/// Reads attributes back, each once; what is left unread at the end is an error.
-struct Reader<'a> {
-    kind: &'a str,
-    attributes: BTreeMap<&'a str, &'a str>,
-}
-
-impl<'a> Reader<'a> {
-    fn error(&self, problem: String) -> EventError {
-        EventError {
-            kind: self.kind.to_string(),
-            problem,
-        }
-    }
-
-    /// A text attribute; absent reads as empty.
-    fn text(&mut self, name: &str) -> String {
-        self.attributes
-            .remove(name)
-            .map(str::to_string)
-            .unwrap_or_default()
-    }
-
-    fn required(&mut self, name: &str) -> Result<String, EventError> {
-        let value = self.text(name);
-        if value.is_empty() {
-            return Err(self.error(format!("attribute {name:?} is missing")));
-        }
-        Ok(value)
-    }
-
-    fn maybe<T: FromStr>(&mut self, name: &str) -> Result<Option<T>, EventError> {
-        let value = self.text(name);
-        if value.is_empty() {
-            return Ok(None);
-        }
-        value
-            .parse()
-            .map(Some)
-            .map_err(|_| self.error(format!("attribute {name:?} cannot be read: {value:?}")))
-    }
-
-    fn value<T: FromStr>(&mut self, name: &str) -> Result<T, EventError> {
-        self.maybe(name)?
-            .ok_or_else(|| self.error(format!("attribute {name:?} is missing")))
-    }
-
-    fn time(&mut self, name: &str) -> Result<Option<DateTime<Utc>>, EventError> {
-        Ok(self
-            .maybe::<DateTime<chrono::FixedOffset>>(name)?
-            .map(|t| t.with_timezone(&Utc)))
-    }
-
-    fn finish<T>(self, value: T) -> Result<T, EventError> {
-        match self.attributes.keys().next() {
-            Some(name) => Err(self.error(format!("unknown attribute {name:?}"))),
-            None => Ok(value),
-        }
-    }
-}
 
 const APPROVED: &str = "run.toolcall.approved";
 const DENIED: &str = "run.toolcall.denied";

@@ -5,6 +5,7 @@
 //! (`grpc::convert`, `store`).
 
 mod access;
+mod attributes;
 mod decision;
 pub mod event;
 pub mod grant;
