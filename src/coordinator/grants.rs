@@ -71,7 +71,9 @@ impl RunActor {
     }
 
     /// The grant an answer for the rest of the run makes, checked against the asked call
-    /// as the log holds it (the actor keeps only a fingerprint of a call).
+    /// as the log holds it (the actor keeps only a fingerprint of a call). A failed read
+    /// is INTERNAL, not a store failure of the actor's: nothing changed, so the actor goes
+    /// on and the operator may retry.
     pub(super) async fn new_grant(
         &mut self,
         call_id: &str,
@@ -84,7 +86,8 @@ impl RunActor {
             .shared
             .store
             .pending_asks(Some(&self.run.id))
-            .await?
+            .await
+            .map_err(|err| CoordinatorError::Internal(format!("reading the ask: {err}")))?
             .into_iter()
             .find_map(|event| match event.kind {
                 EventKind::Decided(decided) if decided.call_id == call_id => Some(decided),
