@@ -279,3 +279,40 @@ async fn the_cli_grants_lists_and_revokes() {
     let asked = bash(&mut worker, "c3", "npm run build").await;
     assert_eq!(decision(&asked), pb::Decision::Ask);
 }
+
+#[tokio::test]
+async fn an_ask_answered_while_its_worker_is_away_places_files_with_the_last_root() {
+    let server = server().await;
+    let run_id = server.start_run("grants").await;
+    let (mut worker, _) = Worker::attach(&server, &run_id).await;
+    // The worker's root is /work/repo: an absolute path in it lies inside the workspace.
+    let asked = worker.call("e1", "Edit", "", "/work/repo/src/a.rs").await;
+    assert_eq!(decision(&asked), pb::Decision::Ask);
+    drop(worker);
+    // The detach is recorded once the server notices the stream ended.
+    for _ in 0..100 {
+        if server.event_types(&run_id).await.last().map(String::as_str)
+            == Some("run.worker.detached")
+        {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    answer(
+        &server,
+        &run_id,
+        "e1",
+        pb::Decision::Allow,
+        Scope::Glob("src/**"),
+    )
+    .await
+    .unwrap();
+    let (mut worker, _) = Worker::attach(&server, &run_id).await;
+    let allowed = worker.call("e2", "Edit", "", "/work/repo/src/b.rs").await;
+    assert_eq!(
+        decision(&allowed),
+        pb::Decision::Allow,
+        "{}",
+        allowed.reason
+    );
+}

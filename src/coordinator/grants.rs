@@ -96,6 +96,12 @@ impl RunActor {
             .ok_or_else(|| {
                 CoordinatorError::Internal(format!("the ask of call {call_id} is not in the log"))
             })?;
+        // The files are placed as the grant will place later calls': with the attached
+        // worker's root, or, while none is attached, the root the last one had.
+        let workspace_root = match &self.session {
+            Some(session) => session.workspace_root.clone(),
+            None => self.last_workspace_root().await?,
+        };
         let call = ToolCall {
             tool: &asked.tool,
             command: &asked.command,
@@ -104,10 +110,7 @@ impl RunActor {
             paths: &asked.paths,
             url: &asked.url,
             input: &asked.input,
-            workspace_root: self
-                .session
-                .as_ref()
-                .and_then(|s| s.workspace_root.as_deref()),
+            workspace_root: workspace_root.as_deref(),
         };
         let matcher = grant_match(remember, &call)
             .map_err(|err| CoordinatorError::InvalidArgument(err.to_string()))?;
@@ -120,6 +123,30 @@ impl RunActor {
             by: by.to_string(),
             note: note.to_string(),
         })
+    }
+
+    /// The workspace root of the run's last attached worker, from the log; `None` when it
+    /// named none (or none ever attached).
+    async fn last_workspace_root(&mut self) -> Result<Option<String>, CoordinatorError> {
+        let mut root = None;
+        let mut from_seq = 1;
+        loop {
+            let page = self
+                .shared
+                .store
+                .list_events(&self.run.id, from_seq, GRANT_SCAN_PAGE)
+                .await
+                .map_err(|err| CoordinatorError::Internal(format!("reading the log: {err}")))?;
+            for event in &page {
+                if let EventKind::WorkerAttached { workspace_root, .. } = &event.kind {
+                    root = (!workspace_root.is_empty()).then(|| workspace_root.clone());
+                }
+            }
+            match page.last() {
+                Some(last) if page.len() == GRANT_SCAN_PAGE => from_seq = last.seq + 1,
+                _ => return Ok(root),
+            }
+        }
     }
 
     /// Records a grant in the change being built; it holds from the next call on.
