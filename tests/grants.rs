@@ -173,6 +173,13 @@ async fn a_prefix_grant_covers_longer_commands_at_a_word_boundary_only() {
         })
         .collect();
     assert_eq!(granted, [("c2", "g1"), ("c3", "g1"), ("c4", "g1")]);
+    // A line longer than what is judged inline is matched on the blocking pool, alike.
+    let long = format!("npm run build{}", " --flag".repeat(200));
+    let got = bash(&mut worker, "c11", &long).await;
+    assert_eq!(decision(&got), pb::Decision::Allow, "{}", got.reason);
+    let long = format!("npm run build{} && npm test", " --flag".repeat(200));
+    let got = bash(&mut worker, "c12", &long).await;
+    assert_eq!(decision(&got), pb::Decision::Ask, "{}", got.reason);
     let listed = grants(&server, &run_id).await;
     assert_eq!(listed[0].command_prefix, "npm run build");
     assert_eq!(listed[0].command, "");

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use tokio::sync::oneshot;
-use tracing::info;
+use tracing::{info, warn};
 
 use super::actor::{Command, RunActor};
 use super::messages::CoordinatorError;
@@ -65,8 +65,12 @@ impl RunActor {
             return (verdict, String::new());
         }
         match apply_grants_off_runtime(&self.profile, call, &verdict, &self.grants.active).await {
-            Some(granted) => granted,
-            None => (verdict, String::new()),
+            Ok(Some(granted)) => granted,
+            Ok(None) => (verdict, String::new()),
+            Err(failed) => {
+                warn!(tool = %call.tool, "{failed} matching the run's grants; the ask stands");
+                (verdict, String::new())
+            }
         }
     }
 

@@ -50,26 +50,22 @@ pub async fn evaluate_off_runtime(
 }
 
 /// `CompiledProfile::apply_grants`, where `evaluate_off_runtime` would judge the call: the
-/// grants split the line again. A failure covers nothing, so the profile's ask stands.
+/// grants split the line again. A caller takes a failure to cover nothing, so that the
+/// profile's ask stands.
 pub async fn apply_grants_off_runtime(
     profile: &Arc<CompiledProfile>,
     call: &ToolCall<'_>,
     verdict: &Verdict,
     grants: &Arc<[Grant]>,
-) -> Option<(Verdict, String)> {
+) -> Result<Option<(Verdict, String)>, JudgeFailed> {
     if call.command.len() <= INLINE_COMMAND_BYTES {
-        return guarded(|| profile.apply_grants(call, verdict, grants))
-            .ok()
-            .flatten();
+        return guarded(|| profile.apply_grants(call, verdict, grants));
     }
     let profile = Arc::clone(profile);
     let grants = Arc::clone(grants);
     let owned = OwnedCall::from(call);
     let verdict = verdict.clone();
-    on_blocking_pool(move || profile.apply_grants(&owned.as_call(), &verdict, &grants))
-        .await
-        .ok()
-        .flatten()
+    on_blocking_pool(move || profile.apply_grants(&owned.as_call(), &verdict, &grants)).await
 }
 
 /// Runs the judge here; a panic becomes `JudgeFailed`. Free unless it panics.
