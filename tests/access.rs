@@ -7,6 +7,7 @@ mod common;
 use common::*;
 use runplane::grpc::pb;
 use runplane::grpc::pb::access_service_client::AccessServiceClient;
+use runplane::grpc::pb::coordinator_message::Message as Out;
 use runplane::grpc::pb::policy_service_client::PolicyServiceClient;
 use runplane::grpc::pb::worker_message::Message as In;
 use tokio_stream::StreamExt as _;
@@ -22,6 +23,8 @@ enum Rpc {
     ListPendingAsks,
     ListPendingAsksOfRun,
     ResolveAsk,
+    ListGrants,
+    RevokeGrant,
     StartRun,
     CancelRun,
     ListProfiles,
@@ -38,7 +41,7 @@ enum Rpc {
 }
 
 /// The order cells run in: reads first, then what changes state.
-const RPCS: [Rpc; 20] = [
+const RPCS: [Rpc; 22] = [
     Rpc::Health,
     Rpc::Reflection,
     Rpc::GetRun,
@@ -47,6 +50,7 @@ const RPCS: [Rpc; 20] = [
     Rpc::ListRunEvents,
     Rpc::ListPendingAsks,
     Rpc::ListPendingAsksOfRun,
+    Rpc::ListGrants,
     Rpc::ListProfiles,
     Rpc::GetProfile,
     Rpc::Evaluate,
@@ -57,6 +61,7 @@ const RPCS: [Rpc; 20] = [
     Rpc::CreateToken,
     Rpc::RevokeToken,
     Rpc::StartRun,
+    Rpc::RevokeGrant,
     Rpc::ResolveAsk,
     Rpc::CancelRun,
     // Last: an attach that works takes the run's session over, and its stream, dropped at
@@ -103,13 +108,17 @@ fn expected(who: Who, rpc: Rpc) -> Code {
             | ListRunEvents
             | ListPendingAsks
             | ListPendingAsksOfRun
+            | ListGrants
             | ListProfiles
             | GetProfile
             | Evaluate
             | Reflection
     );
     // Replay changes nothing, but judges whole histories: operators only.
-    let writes = matches!(rpc, ResolveAsk | StartRun | CancelRun | Replay);
+    let writes = matches!(
+        rpc,
+        ResolveAsk | RevokeGrant | StartRun | CancelRun | Replay
+    );
     if rpc == Health {
         return Code::Ok;
     }
@@ -129,16 +138,15 @@ fn expected(who: Who, rpc: Rpc) -> Code {
             // Lists answer, without the other team's runs (checked separately).
             ListRuns | ListPendingAsks | ListProfiles | GetProfile | Evaluate | Replay
             | Reflection => Code::Ok,
-            GetRun | WatchRun | ListRunEvents | ListPendingAsksOfRun | ResolveAsk | CancelRun => {
-                Code::NotFound
-            }
+            GetRun | WatchRun | ListRunEvents | ListPendingAsksOfRun | ResolveAsk | CancelRun
+            | ListGrants | RevokeGrant => Code::NotFound,
             _ => Code::PermissionDenied,
         },
     }
 }
 
-/// One row's world: a red-team run with a pending ask and its worker attached, plus the
-/// tokens the row needs.
+/// One row's world: a red-team run with a pending ask, a grant (g1) and its worker
+/// attached, plus the tokens the row needs.
 struct Fixture {
     run_id: String,
     worker: Worker,
@@ -155,6 +163,26 @@ async fn fixture(server: &TestServer, who: Who, row: usize) -> Fixture {
     let (mut worker, _) = Worker::attach(server, &run_id).await;
     let asked = worker.call("e1", "Edit", "", "ask/file.rs").await;
     assert_eq!(decision(&asked), pb::Decision::Ask);
+    // A grant for RevokeGrant to revoke, made by answering a second ask for the run.
+    let asked = worker.call("e0", "Edit", "", "ask/granted.rs").await;
+    assert_eq!(decision(&asked), pb::Decision::Ask);
+    server
+        .runs()
+        .await
+        .resolve_ask(pb::ResolveAskRequest {
+            run_id: run_id.clone(),
+            call_id: "e0".into(),
+            decision: pb::Decision::Allow as i32,
+            scope: pb::AnswerScope::Run as i32,
+            path_glob: "ask/granted.rs".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    match worker.recv().await {
+        Out::ToolCallResponse(response) => assert_eq!(decision(&response), pb::Decision::Allow),
+        other => panic!("expected the answer to e0, got {other:?}"),
+    }
     let victim = format!("victim-{row}");
     server.create_token(&victim, pb::Role::Viewer, &[]).await;
     let token = match who {
@@ -268,6 +296,19 @@ async fn call(server: &TestServer, fx: &Fixture, rpc: Rpc) -> Code {
                 decision: pb::Decision::Deny as i32,
                 reason: "matrix".into(),
                 resolver: "matrix".into(),
+                ..Default::default()
+            })
+            .await
+            .map(drop),
+        Rpc::ListGrants => runs
+            .list_grants(pb::ListGrantsRequest { run_id })
+            .await
+            .map(drop),
+        Rpc::RevokeGrant => runs
+            .revoke_grant(pb::RevokeGrantRequest {
+                run_id,
+                grant_id: "g1".into(),
+                reason: "matrix".into(),
             })
             .await
             .map(drop),

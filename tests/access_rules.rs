@@ -108,6 +108,7 @@ async fn events_record_the_authenticated_principal_as_by() {
             reason: String::new(),
             // A client claiming to be someone else is recorded as a note, not as them.
             resolver: "admin".into(),
+            ..Default::default()
         })
         .await
         .unwrap();
@@ -226,7 +227,7 @@ fn every_method_in_the_api_has_an_access_rule() {
             }
         }
     }
-    assert_eq!(methods, 17);
+    assert_eq!(methods, 19);
     assert_eq!(
         runplane::grpc::access::rule("/runplane.v1.RunService/Nope"),
         None

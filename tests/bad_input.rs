@@ -499,6 +499,7 @@ async fn operator_calls_refuse_bad_input_with_the_right_code() {
         decision,
         reason: String::new(),
         resolver: String::new(),
+        ..Default::default()
     };
     let err = runs
         .resolve_ask(resolve(pb::Decision::Allow as i32, "none"))

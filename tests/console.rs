@@ -378,6 +378,7 @@ fn console_in_a_real_browser() {
             decision: pb::Decision::Deny as i32,
             reason: "not that".into(),
             resolver: "test".into(),
+            ..Default::default()
         })
         .await
         .unwrap();

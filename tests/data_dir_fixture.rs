@@ -191,6 +191,7 @@ async fn write_the_fixture() {
             decision: pb::Decision::Allow as i32,
             reason: "fine".into(),
             resolver: "ops on call".into(),
+            ..Default::default()
         })
         .await
         .unwrap();
@@ -305,6 +306,7 @@ async fn a_data_dir_written_by_an_earlier_build_loads_and_its_live_run_restores(
             decision: pb::Decision::Deny as i32,
             reason: "no".into(),
             resolver: String::new(),
+            ..Default::default()
         })
         .await
         .unwrap();

@@ -6,7 +6,7 @@ use chrono::{TimeZone, Utc};
 use runplane::domain::event::{
     CallResult, Created, Decided, Delivery, Ended, EventError, GateReport, Resolved,
 };
-use runplane::domain::{Decision, DeliverMode, EventKind, Status};
+use runplane::domain::{Decision, DeliverMode, EventKind, Grant, GrantMatch, GrantRevoked, Status};
 
 /// Which variant a kind is; a new variant fails to compile here until it has a sample.
 fn variant(kind: &EventKind) -> usize {
@@ -26,9 +26,23 @@ fn variant(kind: &EventKind) -> usize {
         EventKind::DeliverySucceeded(_) => 12,
         EventKind::DeliveryFailed(_) => 13,
         EventKind::Ended(_) => 14,
+        EventKind::GrantAdded(_) => 15,
+        EventKind::GrantRevoked(_) => 16,
     }
 }
-const VARIANTS: usize = 15;
+const VARIANTS: usize = 17;
+
+fn grant(matcher: GrantMatch, decision: Decision) -> Grant {
+    Grant {
+        id: "g2".into(),
+        call_id: "c-1".into(),
+        tool: "Bash".into(),
+        matcher,
+        decision,
+        by: "alice".into(),
+        note: "on call".into(),
+    }
+}
 
 fn decided(decision: Decision) -> Decided {
     Decided {
@@ -48,6 +62,7 @@ fn decided(decision: Decision) -> Decided {
         deadline: Some(Utc.timestamp_opt(1_796_430_331, 123_456_000).unwrap()),
         profile: "ci".into(),
         profile_hash: "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08".into(),
+        grant: String::new(),
     }
 }
 
@@ -100,6 +115,7 @@ fn samples() -> Vec<EventKind> {
             deadline: None,
             profile: String::new(),
             profile_hash: String::new(),
+            grant: String::new(),
             ..decided(Decision::Allow)
         }),
         EventKind::Resolved(Resolved {
@@ -139,6 +155,29 @@ fn samples() -> Vec<EventKind> {
     for decision in [Decision::Allow, Decision::Deny, Decision::Ask] {
         kinds.push(EventKind::Decided(decided(decision)));
     }
+    kinds.push(EventKind::Decided(Decided {
+        grant: "g1,g3".into(),
+        ..decided(Decision::Allow)
+    }));
+    kinds.extend([
+        EventKind::GrantAdded(grant(
+            GrantMatch::Command("npm run build && npm test".into()),
+            Decision::Allow,
+        )),
+        EventKind::GrantAdded(grant(
+            GrantMatch::Prefix("npm run build".into()),
+            Decision::Deny,
+        )),
+        EventKind::GrantAdded(Grant {
+            note: String::new(),
+            ..grant(GrantMatch::PathGlob("src/**/*.rs".into()), Decision::Allow)
+        }),
+        EventKind::GrantRevoked(GrantRevoked {
+            grant_id: "g2".into(),
+            reason: "too wide".into(),
+            by: "bob".into(),
+        }),
+    ]);
     for status in [
         Status::Completed,
         Status::Failed,
@@ -201,6 +240,8 @@ fn the_stored_names_are_the_ones_the_log_has_always_had() {
         "run.toolcall.asked",
         "run.toolcall.resolved",
         "run.toolcall.result",
+        "run.grant.added",
+        "run.grant.revoked",
         "run.stall_detected",
         "run.qualitygate.started",
         "run.qualitygate.passed",
@@ -329,10 +370,46 @@ fn an_event_that_cannot_be_read_back_is_an_error_not_a_guess() {
             r#"unknown attribute "approver""#,
         ),
         ("run.toolcall.maybe", good.clone(), "unknown kind"),
+        (
+            "run.grant.added",
+            grant_with(&[("prefix", "npm"), ("path_glob", "src/**")], "allow"),
+            "exactly one of",
+        ),
+        (
+            "run.grant.added",
+            grant_with(&[], "allow"),
+            "exactly one of",
+        ),
+        (
+            "run.grant.added",
+            grant_with(&[("prefix", "npm")], "ask"),
+            "a grant allows or denies, never asks",
+        ),
+        (
+            "run.grant.revoked",
+            vec![("by".to_string(), "bob".to_string())],
+            r#"attribute "grant_id" is missing"#,
+        ),
         ("run.completed", with("zzz", "1"), r#"unknown attribute"#),
     ] {
         let err = parse(kind, &attributes).expect_err(problem);
         assert_eq!(err.kind, kind);
         assert!(err.problem.starts_with(problem), "{kind}: {}", err.problem);
     }
+}
+
+/// The stored attributes of a grant with `matchers` (name, value) and `decision`.
+fn grant_with(matchers: &[(&str, &str)], decision: &str) -> Vec<(String, String)> {
+    let mut attributes: Vec<(String, String)> = [
+        ("grant_id", "g1"),
+        ("call_id", "c-1"),
+        ("tool", "Bash"),
+        ("decision", decision),
+    ]
+    .iter()
+    .chain(matchers)
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    attributes.sort();
+    attributes
 }

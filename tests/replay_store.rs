@@ -49,6 +49,7 @@ fn decided(call_id: String, tool: &str, step_count: i32) -> EventKind {
         deadline: None,
         profile: String::new(),
         profile_hash: String::new(),
+        grant: String::new(),
     })
 }
 

@@ -80,6 +80,7 @@ async fn operators_and_watchers_at_any_replica_reach_the_owner() {
             decision: pb::Decision::Allow as i32,
             reason: "looks fine".into(),
             resolver: "ops".into(),
+            ..Default::default()
         })
         .await
         .unwrap()
@@ -477,4 +478,67 @@ async fn an_orphaned_run_fails_worker_lost_once_decided_by_one_survivor() {
         detaches(&stored),
         [("w".to_string(), "session lost".to_string())]
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_made_at_another_replica_holds_at_the_owner() {
+    let Some(db) = database().await else { return };
+    let cluster = Cluster::new(&db.url, &[]);
+    let [a, b, c]: [_; 3] = cluster.replicas(3).await.try_into().ok().unwrap();
+    let token = cluster.token();
+    let (run_id, worker_token) = a.start_run(&token).await;
+    let (mut worker, _) = Session::attach(a.addr, &run_id, &worker_token, "w-a")
+        .await
+        .unwrap();
+    worker.request("c1", "Edit", "", "src/main.rs").await;
+    assert_eq!(decision(&worker.recv().await), pb::Decision::Ask);
+    // Answered for the run at C: the relayed answer carries its scope to A.
+    c.runs(&token)
+        .await
+        .resolve_ask(pb::ResolveAskRequest {
+            run_id: run_id.clone(),
+            call_id: "c1".into(),
+            decision: pb::Decision::Allow as i32,
+            scope: pb::AnswerScope::Run as i32,
+            path_glob: "src/**".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(decision(&worker.recv().await), pb::Decision::Allow);
+    worker.request("c2", "Edit", "", "src/lib.rs").await;
+    assert_eq!(decision(&worker.recv().await), pb::Decision::Allow);
+    // Any replica lists it from the log.
+    let listed = b
+        .runs(&token)
+        .await
+        .list_grants(pb::ListGrantsRequest {
+            run_id: run_id.clone(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .grants;
+    assert_eq!(listed.len(), 1);
+    assert_eq!(
+        (listed[0].grant_id.as_str(), listed[0].path_glob.as_str()),
+        ("g1", "src/**")
+    );
+    // A revoke is not relayed: at a replica that does not own the run it is UNAVAILABLE,
+    // and at the owner it works.
+    let revoke = pb::RevokeGrantRequest {
+        run_id: run_id.clone(),
+        grant_id: "g1".into(),
+        reason: String::new(),
+    };
+    let elsewhere = b
+        .runs(&token)
+        .await
+        .revoke_grant(revoke.clone())
+        .await
+        .unwrap_err();
+    assert_eq!(elsewhere.code(), tonic::Code::Unavailable, "{elsewhere:?}");
+    a.runs(&token).await.revoke_grant(revoke).await.unwrap();
+    worker.request("c3", "Edit", "", "src/lib.rs").await;
+    assert_eq!(decision(&worker.recv().await), pb::Decision::Ask);
 }

@@ -237,6 +237,7 @@ async fn nothing_committed_is_lost_after_kill_9() {
         decision: allow,
         reason: "fine".into(),
         resolver: "ops".into(),
+        ..Default::default()
     })
     .await
     .unwrap();

@@ -269,6 +269,7 @@ async fn resolve(
             decision: decision as i32,
             reason: String::new(),
             resolver: "alice".into(),
+            ..Default::default()
         })
         .await
         .map(|r| r.into_inner())

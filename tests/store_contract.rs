@@ -612,6 +612,7 @@ fn decided(run_id: &str, seq: u64, call_id: &str, decision: Decision) -> Event {
             deadline: Some(at(9_000_000)),
             profile: "ci".into(),
             profile_hash: "0b5e3c2a9f8d7e6c5b4a3f2e1d0c9b8a7f6e5d4c3b2a1f0e9d8c7b6a5f4e3d2c".into(),
+            grant: String::new(),
         }),
     }
 }

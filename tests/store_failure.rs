@@ -138,6 +138,7 @@ async fn an_ask_whose_resolution_could_not_be_committed_is_still_pending() {
             decision: pb::Decision::Allow as i32,
             reason: String::new(),
             resolver: "ops".into(),
+            ..Default::default()
         })
         .await
         .unwrap_err();

@@ -70,6 +70,7 @@ fn asked(run_id: &str, seq: u64) -> Event {
             deadline: None,
             profile: "default".into(),
             profile_hash: String::new(),
+            grant: String::new(),
         }),
     }
 }

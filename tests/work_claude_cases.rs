@@ -402,6 +402,7 @@ async fn the_whole_input_is_in_the_log_and_shown_to_the_operator() {
         decision: pb::Decision::Deny as i32,
         reason: "operator".into(),
         resolver: String::new(),
+        ..Default::default()
     };
     case.server.runs().await.resolve_ask(deny).await.unwrap();
     assert_success(&run.finish().await);

@@ -84,6 +84,7 @@ pub fn decided(run_id: &str, seq: u64, decision: Decision) -> Arc<Event> {
             profile: "headless-safe-sandbox".to_string(),
             profile_hash: "5f2b8c1e0a9d4c7b3e6f1a2d8c9b0e4f7a3d6c1b2e5f8a9d0c3b6e1f4a7d2c5b"
                 .to_string(),
+            grant: String::new(),
         }),
     })
 }

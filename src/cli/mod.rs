@@ -8,6 +8,7 @@ mod asks;
 pub mod connect;
 pub mod escape;
 mod exec_agent;
+mod grants;
 mod hook;
 mod output;
 mod policy;
@@ -27,6 +28,7 @@ use std::process::ExitCode;
 use clap::{Args, Parser, Subcommand};
 
 pub use asks::AsksCommand;
+pub use grants::GrantsCommand;
 pub use policy::PolicyCommand;
 pub use runs::RunsCommand;
 pub use serve::ServeArgs;
@@ -66,6 +68,15 @@ pub enum Command {
         /// The asks command.
         #[command(subcommand)]
         command: AsksCommand,
+    },
+    /// List and revoke a run's remembered answers (grants).
+    Grants {
+        /// Where the server is and how to print.
+        #[command(flatten)]
+        client: ClientArgs,
+        /// The grants command.
+        #[command(subcommand)]
+        command: GrantsCommand,
     },
     /// Make, list and revoke operator tokens (admin).
     Tokens {
@@ -151,6 +162,9 @@ pub fn run(cli: Cli) -> ExitCode {
         }
         Command::Asks { client, command } => {
             block_on(async move { report(asks::run(&client, command).await) })
+        }
+        Command::Grants { client, command } => {
+            block_on(async move { report(grants::run(&client, command).await) })
         }
         Command::Tokens { client, command } => {
             block_on(async move { report(tokens::run(&client, command).await) })

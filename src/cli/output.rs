@@ -56,7 +56,7 @@ pub(super) fn run_from_pb(run: Option<pb::Run>) -> anyhow::Result<Run> {
 }
 
 /// A time as people read it in a terminal: UTC, to the second.
-fn time(at: DateTime<Utc>) -> String {
+pub(super) fn time(at: DateTime<Utc>) -> String {
     at.to_rfc3339_opts(SecondsFormat::Secs, true)
 }
 

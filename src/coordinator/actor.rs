@@ -14,11 +14,12 @@ use tracing::{debug, info, Instrument};
 
 use super::change::Change;
 use super::decided::DecidedCalls;
+use super::grants::{Grants, Revocation};
 use super::messages::{CloseReason, CoordinatorError, Push, WorkerInput};
 use super::outbox::{Attention, Outbox};
 use super::{Shared, RUNPLANE};
 use crate::domain::EventKind;
-use crate::domain::{Decision, Run, StallTracker, Status, ToolCallResponse};
+use crate::domain::{Decision, Remember, Run, StallTracker, Status, ToolCallResponse};
 use crate::policy::CompiledProfile;
 use crate::store::StoreError;
 
@@ -52,6 +53,8 @@ pub enum Command {
     },
     /// An operator answers a pending ask.
     Resolve(Box<Resolution>),
+    /// An operator revokes one of the run's grants.
+    RevokeGrant(Box<Revocation>),
     /// The server is stopping: record that the worker is detached, tell it, and stop; the
     /// run stays in its status for a re-attach after the restart.
     Shutdown,
@@ -72,6 +75,8 @@ pub struct Resolution {
     pub by: String,
     /// The client's own note on who answered (`ResolveAskRequest.resolver`); may be empty.
     pub note: String,
+    /// What to remember for the rest of the run; `None`: this call only.
+    pub remember: Option<Remember>,
     /// The final response, as the worker receives it.
     pub reply: oneshot::Sender<Result<ToolCallResponse, CoordinatorError>>,
 }
@@ -119,6 +124,8 @@ pub(super) struct RunActor {
     pub next_seq: u64,
     /// The run's decided calls: the recent ones in memory, the older ones in the store.
     pub calls: DecidedCalls,
+    /// The run's remembered answers, consulted for each call the profile asks about.
+    pub grants: Grants,
     /// The calls that may be waiting for an operator: every call that was asked, until
     /// `next_deadline` finds it answered. The actor looks for the next ask deadline before
     /// every command, and scanning all of `calls` there made each message cost O(calls
@@ -243,9 +250,22 @@ impl RunActor {
                     reason,
                     by,
                     note,
+                    remember,
                     reply,
                 } = *resolution;
-                let result = self.resolve(&call_id, decision, reason, &by, note).await;
+                let result = self
+                    .resolve(&call_id, decision, reason, &by, note, remember)
+                    .await;
+                answer(reply, result)?;
+            }
+            Command::RevokeGrant(revocation) => {
+                let Revocation {
+                    grant_id,
+                    reason,
+                    by,
+                    reply,
+                } = *revocation;
+                let result = self.revoke_grant(&grant_id, reason, &by).await;
                 answer(reply, result)?;
             }
             Command::Shutdown => {
@@ -345,12 +365,19 @@ impl RunActor {
         for call_id in expired {
             let seconds = self.profile.profile().termination.ask_timeout_seconds;
             let reason = format!("ask timed out after {seconds} s");
-            self.resolve(&call_id, Decision::Deny, reason, RUNPLANE, String::new())
-                .await
-                .map_err(|e| match e {
-                    CoordinatorError::Store(err) => err,
-                    other => StoreError::Database(other.to_string()),
-                })?;
+            self.resolve(
+                &call_id,
+                Decision::Deny,
+                reason,
+                RUNPLANE,
+                String::new(),
+                None,
+            )
+            .await
+            .map_err(|e| match e {
+                CoordinatorError::Store(err) => err,
+                other => StoreError::Database(other.to_string()),
+            })?;
         }
         Ok(Flow::Continue)
     }

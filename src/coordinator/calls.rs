@@ -12,7 +12,7 @@ use crate::domain::event::{CallResult, Decided};
 use crate::domain::{
     Decision, EventKind, Status, ToolCallRequest, ToolCallResponse, ToolCallResult,
 };
-use crate::policy::{evaluate_off_runtime, ToolCall};
+use crate::policy::{evaluate_off_runtime, ToolCall, Verdict};
 use crate::store::StoreError;
 
 impl RunActor {
@@ -53,11 +53,11 @@ impl RunActor {
             None
         };
         if let Some(reason) = refusal {
-            self.decide(&request, Decision::Deny, reason.to_string(), None, None);
+            self.decide(&request, Verdict::deny(reason.to_string()), String::new());
             return self.commit_and_answer(&request.call_id).await;
         }
         if let Some(reason) = self.limit_reached() {
-            self.decide(&request, Decision::Deny, reason.clone(), None, None);
+            self.decide(&request, Verdict::deny(reason.clone()), String::new());
             self.end_by_limit_in_same_commit(reason, &request.call_id)
                 .await?;
             return Ok(());
@@ -83,17 +83,13 @@ impl RunActor {
                 failed.deny()
             }
         };
+        // Only an ask of the profile is looked up in the run's grants: its denies stand.
+        let (verdict, grant) = self.with_grants(&call, verdict).await;
         let now = self.shared.clock.now();
         let run = self.run_mut();
         run.step_count = run.step_count.saturating_add(1);
         run.touch(now);
-        self.decide(
-            &request,
-            verdict.decision,
-            verdict.reason,
-            verdict.rule_index,
-            verdict.part,
-        );
+        self.decide(&request, verdict, grant);
         self.commit_and_answer(&request.call_id).await
     }
 
@@ -116,15 +112,15 @@ impl RunActor {
         Ok(())
     }
 
-    /// Records a decision for a new call in the change being built.
-    fn decide(
-        &mut self,
-        request: &ToolCallRequest,
-        decision: Decision,
-        reason: String,
-        rule_index: Option<usize>,
-        part: Option<String>,
-    ) {
+    /// Records a decision for a new call in the change being built; `grant` names the
+    /// grants that decided it (empty: the profile did).
+    fn decide(&mut self, request: &ToolCallRequest, verdict: Verdict, grant: String) {
+        let Verdict {
+            decision,
+            reason,
+            rule_index,
+            part,
+        } = verdict;
         let now = self.shared.clock.now();
         let seconds = self.profile.profile().termination.ask_timeout_seconds;
         let ask = (decision == Decision::Ask).then(|| AskWait {
@@ -152,6 +148,7 @@ impl RunActor {
             deadline: ask.as_ref().and_then(|a| a.deadline),
             profile: self.profile.profile().name.clone(),
             profile_hash: self.profile.hash().to_string(),
+            grant,
         }));
         debug!(call_id = %request.call_id, tool = %request.tool, %decision, reason = %reason, "decided");
         self.shared

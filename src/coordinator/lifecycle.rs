@@ -5,7 +5,7 @@ use tracing::info;
 use super::actor::{AttachError, RunActor, Session};
 use super::messages::{CloseReason, CoordinatorError, Push};
 use crate::domain::event::Resolved;
-use crate::domain::{Decision, EventKind, Run, Status, ToolCallResponse};
+use crate::domain::{Decision, EventKind, Remember, Run, Status, ToolCallResponse};
 use crate::store::StoreError;
 
 impl RunActor {
@@ -97,7 +97,9 @@ impl RunActor {
         Ok(Run::clone(&self.run))
     }
 
-    /// Gives a pending ask its final decision and tells the worker.
+    /// Gives a pending ask its final decision and tells the worker; with `remember`, the
+    /// answer also holds for the later calls of the run it covers (a grant, recorded in
+    /// the same commit).
     pub(super) async fn resolve(
         &mut self,
         call_id: &str,
@@ -105,17 +107,32 @@ impl RunActor {
         reason: String,
         by: &str,
         note: String,
+        remember: Option<Remember>,
     ) -> Result<ToolCallResponse, CoordinatorError> {
         if decision == Decision::Ask {
             return Err(CoordinatorError::InvalidArgument(
                 "decision: must be allow or deny".into(),
             ));
         }
+        let run_id = self.run.id.clone();
+        let not_waiting = || {
+            CoordinatorError::FailedPrecondition(format!(
+                "call {call_id} of run {run_id} is not waiting for an answer"
+            ))
+        };
+        if self.calls.get(call_id).is_none_or(|c| c.ask.is_none()) {
+            return Err(not_waiting());
+        }
+        // Checked before anything changes: a grant that does not fit refuses the answer.
+        let grant = match &remember {
+            Some(remember) => Some(
+                self.new_grant(call_id, remember, decision, by, &note)
+                    .await?,
+            ),
+            None => None,
+        };
         let Some(call) = self.calls.get_mut(call_id).filter(|c| c.ask.is_some()) else {
-            return Err(CoordinatorError::FailedPrecondition(format!(
-                "call {call_id} of run {} is not waiting for an answer",
-                self.run.id
-            )));
+            return Err(not_waiting());
         };
         let reason = if reason.is_empty() {
             format!("{decision} by {by}")
@@ -132,6 +149,9 @@ impl RunActor {
             by: by.to_string(),
             note,
         }));
+        if let Some(grant) = grant {
+            self.add_grant(grant);
+        }
         self.commit().await?;
         info!(call_id, %decision, by, "ask resolved");
         let response = ToolCallResponse {

@@ -11,6 +11,7 @@ mod clock;
 mod decided;
 mod feed;
 mod finish;
+mod grants;
 mod lifecycle;
 mod messages;
 mod outbox;
@@ -32,7 +33,7 @@ use tracing::{info, warn};
 use crate::auth::{token, Secret};
 use crate::domain::event::Created;
 use crate::domain::query::{RunPage, RunQuery};
-use crate::domain::{Decision, Run, StallTracker, StartRequest, ToolCallResponse};
+use crate::domain::{Decision, Remember, Run, StallTracker, StartRequest, ToolCallResponse};
 use crate::domain::{Event, EventKind};
 use crate::policy::{CompiledProfile, LiveProfiles, DEFAULT_PROFILE};
 use crate::store::{Peers, RunStore};
@@ -293,6 +294,7 @@ impl Coordinator {
             stall,
             next_seq: 2,
             calls: decided::DecidedCalls::default(),
+            grants: grants::Grants::default(),
             grace_deadline: None,
             phase: Phase::Working,
             unclosed_session: None,
@@ -324,6 +326,7 @@ impl Coordinator {
             stall,
             next_seq,
             calls,
+            grants,
             grace_deadline,
             phase,
             unclosed_session,
@@ -342,6 +345,7 @@ impl Coordinator {
             stall,
             next_seq,
             calls,
+            grants,
             asking,
             session: None,
             phase,
@@ -474,8 +478,11 @@ impl Coordinator {
     }
 
     /// Answers a pending ask as the principal named `by`; `note` is the client's own text
-    /// about who answered, kept beside the identity, never as it. The worker receives the
-    /// final decision, from the process that owns the run, wherever that is.
+    /// about who answered, kept beside the identity, never as it; `remember`, when given,
+    /// makes the answer hold for the later calls of the run it covers (a grant). The
+    /// worker receives the final decision, from the process that owns the run, wherever
+    /// that is.
+    #[allow(clippy::too_many_arguments)]
     pub async fn resolve_ask(
         &self,
         run_id: &str,
@@ -484,6 +491,7 @@ impl Coordinator {
         reason: String,
         by: &str,
         note: String,
+        remember: Option<Remember>,
     ) -> Result<ToolCallResponse, CoordinatorError> {
         let relayed = relay::Relayed::Resolve {
             call_id: call_id.to_string(),
@@ -491,9 +499,10 @@ impl Coordinator {
             reason: reason.clone(),
             by: by.to_string(),
             note: note.clone(),
+            remember: remember.clone(),
         };
         match self
-            .resolve_here(run_id, call_id, decision, reason, by, note)
+            .resolve_here(run_id, call_id, decision, reason, by, note, remember)
             .await
         {
             Err(error) if error.is_owned_elsewhere() => {
@@ -504,6 +513,7 @@ impl Coordinator {
     }
 
     /// `resolve_ask` in this process.
+    #[allow(clippy::too_many_arguments)]
     async fn resolve_here(
         &self,
         run_id: &str,
@@ -512,6 +522,7 @@ impl Coordinator {
         reason: String,
         by: &str,
         note: String,
+        remember: Option<Remember>,
     ) -> Result<ToolCallResponse, CoordinatorError> {
         self.ask_run(run_id, |reply| {
             Command::Resolve(Box::new(actor::Resolution {
@@ -520,6 +531,7 @@ impl Coordinator {
                 reason,
                 by: by.to_string(),
                 note,
+                remember,
                 reply,
             }))
         })
@@ -581,6 +593,8 @@ struct ActorState {
     next_seq: u64,
     /// The decided calls (from the log when restored).
     calls: decided::DecidedCalls,
+    /// The run's grants (from the log when restored).
+    grants: grants::Grants,
     /// When the run fails unless a worker attaches (restored running runs).
     grace_deadline: Option<chrono::DateTime<chrono::Utc>>,
     /// Gate or delivery progress (from the status and the log when restored).

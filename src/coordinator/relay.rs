@@ -16,7 +16,7 @@ use tracing::{info, warn};
 
 use super::actor::Command;
 use super::{Coordinator, CoordinatorError, Shared};
-use crate::domain::{Decision, Run, ToolCallResponse};
+use crate::domain::{Decision, Remember, Run, ToolCallResponse};
 use crate::store::{PeerCommand, PeerNews, StoreError};
 
 /// How long the owner of a run has to take a relayed command before it is withdrawn and
@@ -46,6 +46,10 @@ pub(super) enum Relayed {
         by: String,
         /// The client's own note on who answered.
         note: String,
+        /// What to remember for the rest of the run; absent (from a process older than
+        /// grants, too): this call only.
+        #[serde(default)]
+        remember: Option<Remember>,
     },
 }
 
@@ -186,8 +190,17 @@ impl Coordinator {
                 reason,
                 by,
                 note,
+                remember,
             }) => match self
-                .resolve_here(&command.run_id, &call_id, decision, reason, &by, note)
+                .resolve_here(
+                    &command.run_id,
+                    &call_id,
+                    decision,
+                    reason,
+                    &by,
+                    note,
+                    remember,
+                )
                 .await
             {
                 Ok(response) => Answer::Resolved { response },

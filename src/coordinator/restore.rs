@@ -13,8 +13,10 @@ use tokio::sync::mpsc;
 use super::actor::{Command, Phase};
 use super::change::Change;
 use super::decided::{AskWait, CallState, DecidedCalls};
+use super::grants::Grants;
 use super::{ActorState, Coordinator, CoordinatorError, Shared};
 use crate::domain::event::{Decided, Ended};
+use crate::domain::grant::grants_from_log;
 use crate::domain::{Decision, Event, EventKind, Run, StallTracker, Status};
 use crate::store::{RunStore, StoreError, StoredRun};
 
@@ -181,6 +183,7 @@ impl Coordinator {
         Ok(Some(self.spawn_actor(ActorState {
             unclosed_session: unclosed_session(&events),
             calls: calls_from_log(&events),
+            grants: Grants::from_log(grants_from_log(&events)),
             run,
             profile,
             stall,

@@ -7,10 +7,11 @@
 //! wrongly would be replayed wrongly.
 
 use std::collections::BTreeMap;
-use std::str::FromStr;
 
 use chrono::{DateTime, Utc};
 
+use super::attributes::{Reader, Writer};
+use super::grant::{Grant, GrantMatch, GrantRevoked};
 use super::{Decision, DeliverMode, Status, ToolCallRequest};
 
 /// One entry of a run's log.
@@ -58,6 +59,10 @@ pub enum EventKind {
     Resolved(Resolved),
     /// `run.toolcall.result`.
     Result(CallResult),
+    /// `run.grant.added`: an operator answered an ask for the rest of the run.
+    GrantAdded(Grant),
+    /// `run.grant.revoked`: an operator withdrew a grant.
+    GrantRevoked(GrantRevoked),
     /// `run.stall_detected`.
     StallDetected {
         /// The profile's threshold that was reached.
@@ -140,6 +145,9 @@ pub struct Decided {
     pub profile: String,
     /// The hash of that profile's version; empty in logs written before it was recorded.
     pub profile_hash: String,
+    /// The grants that decided a call the profile asked about (`g1`, or `g1,g3` when
+    /// several parts of a command line were covered); empty when the profile decided.
+    pub grant: String,
 }
 
 impl Decided {
@@ -245,93 +253,11 @@ pub struct EventError {
 /// The stored attributes: names are this module's constants, empty values are left out.
 pub type Attributes = BTreeMap<&'static str, String>;
 
-/// Builds `Attributes`, leaving out empty values.
-struct Writer(Attributes);
-
-impl Writer {
-    fn text(mut self, name: &'static str, value: &str) -> Writer {
-        if !value.is_empty() {
-            self.0.insert(name, value.to_string());
-        }
-        self
-    }
-
-    fn value(self, name: &'static str, value: impl ToString) -> Writer {
-        let text = value.to_string();
-        self.text(name, &text)
-    }
-
-    fn maybe(self, name: &'static str, value: Option<impl ToString>) -> Writer {
-        match value {
-            Some(value) => self.value(name, value),
-            None => self,
-        }
-    }
-}
-
-/// Reads attributes back, each once; what is left unread at the end is an error.
-struct Reader<'a> {
-    kind: &'a str,
-    attributes: BTreeMap<&'a str, &'a str>,
-}
-
-impl<'a> Reader<'a> {
-    fn error(&self, problem: String) -> EventError {
-        EventError {
-            kind: self.kind.to_string(),
-            problem,
-        }
-    }
-
-    /// A text attribute; absent reads as empty.
-    fn text(&mut self, name: &str) -> String {
-        self.attributes
-            .remove(name)
-            .map(str::to_string)
-            .unwrap_or_default()
-    }
-
-    fn required(&mut self, name: &str) -> Result<String, EventError> {
-        let value = self.text(name);
-        if value.is_empty() {
-            return Err(self.error(format!("attribute {name:?} is missing")));
-        }
-        Ok(value)
-    }
-
-    fn maybe<T: FromStr>(&mut self, name: &str) -> Result<Option<T>, EventError> {
-        let value = self.text(name);
-        if value.is_empty() {
-            return Ok(None);
-        }
-        value
-            .parse()
-            .map(Some)
-            .map_err(|_| self.error(format!("attribute {name:?} cannot be read: {value:?}")))
-    }
-
-    fn value<T: FromStr>(&mut self, name: &str) -> Result<T, EventError> {
-        self.maybe(name)?
-            .ok_or_else(|| self.error(format!("attribute {name:?} is missing")))
-    }
-
-    fn time(&mut self, name: &str) -> Result<Option<DateTime<Utc>>, EventError> {
-        Ok(self
-            .maybe::<DateTime<chrono::FixedOffset>>(name)?
-            .map(|t| t.with_timezone(&Utc)))
-    }
-
-    fn finish<T>(self, value: T) -> Result<T, EventError> {
-        match self.attributes.keys().next() {
-            Some(name) => Err(self.error(format!("unknown attribute {name:?}"))),
-            None => Ok(value),
-        }
-    }
-}
-
 const APPROVED: &str = "run.toolcall.approved";
 const DENIED: &str = "run.toolcall.denied";
 const ASKED: &str = "run.toolcall.asked";
+const GRANT_ADDED: &str = "run.grant.added";
+const GRANT_REVOKED: &str = "run.grant.revoked";
 
 impl EventKind {
     /// The stored kind name (`run.toolcall.approved`, …).
@@ -348,6 +274,8 @@ impl EventKind {
             },
             EventKind::Resolved(_) => "run.toolcall.resolved",
             EventKind::Result(_) => "run.toolcall.result",
+            EventKind::GrantAdded(_) => GRANT_ADDED,
+            EventKind::GrantRevoked(_) => GRANT_REVOKED,
             EventKind::StallDetected { .. } => "run.stall_detected",
             EventKind::GateStarted { .. } => "run.qualitygate.started",
             EventKind::GatePassed(_) => "run.qualitygate.passed",
@@ -418,7 +346,8 @@ impl EventKind {
                 .value("step_count", d.step_count)
                 .maybe("deadline", d.deadline.map(|t| t.to_rfc3339()))
                 .text("profile", &d.profile)
-                .text("profile_hash", &d.profile_hash),
+                .text("profile_hash", &d.profile_hash)
+                .text("grant", &d.grant),
             EventKind::Resolved(r) => w
                 .text("call_id", &r.call_id)
                 .value("decision", r.decision)
@@ -434,6 +363,24 @@ impl EventKind {
                 .value("total_cost_usd", r.total_cost_usd)
                 .value("output_bytes", r.output_bytes)
                 .maybe("duration_ms", r.duration_ms),
+            EventKind::GrantAdded(g) => {
+                let (name, value) = match &g.matcher {
+                    GrantMatch::Command(command) => ("command", command),
+                    GrantMatch::Prefix(prefix) => ("prefix", prefix),
+                    GrantMatch::PathGlob(glob) => ("path_glob", glob),
+                };
+                w.text("grant_id", &g.id)
+                    .text("call_id", &g.call_id)
+                    .text("tool", &g.tool)
+                    .text(name, value)
+                    .value("decision", g.decision)
+                    .text("by", &g.by)
+                    .text("note", &g.note)
+            }
+            EventKind::GrantRevoked(r) => w
+                .text("grant_id", &r.grant_id)
+                .text("reason", &r.reason)
+                .text("by", &r.by),
             EventKind::StallDetected { threshold } => w.value("threshold", threshold),
             EventKind::GateStarted {
                 require_tests_pass,
@@ -505,6 +452,12 @@ impl EventKind {
                 output_bytes: r.value("output_bytes")?,
                 duration_ms: r.maybe("duration_ms")?,
             }),
+            GRANT_ADDED => EventKind::GrantAdded(grant(&mut r)?),
+            GRANT_REVOKED => EventKind::GrantRevoked(GrantRevoked {
+                grant_id: r.required("grant_id")?,
+                reason: r.text("reason"),
+                by: r.text("by"),
+            }),
             "run.stall_detected" => EventKind::StallDetected {
                 threshold: r.value("threshold")?,
             },
@@ -552,6 +505,7 @@ fn decided(r: &mut Reader<'_>) -> Result<Decided, EventError> {
         deadline: r.time("deadline")?,
         profile: r.text("profile"),
         profile_hash: r.text("profile_hash"),
+        grant: r.text("grant"),
     };
     // The kind says the decision too; the two must agree.
     let named = match r.kind {
@@ -563,6 +517,38 @@ fn decided(r: &mut Reader<'_>) -> Result<Decided, EventError> {
         return Err(r.error(format!("its decision attribute says {}", decided.decision)));
     }
     Ok(decided)
+}
+
+/// `run.grant.added`: exactly one of `command`, `prefix` and `path_glob` says what it
+/// covers.
+fn grant(r: &mut Reader<'_>) -> Result<Grant, EventError> {
+    let mut matchers = [r.text("command"), r.text("prefix"), r.text("path_glob")]
+        .into_iter()
+        .enumerate()
+        .filter(|(_, value)| !value.is_empty());
+    let matcher = match (matchers.next(), matchers.next()) {
+        (Some((0, command)), None) => GrantMatch::Command(command),
+        (Some((1, prefix)), None) => GrantMatch::Prefix(prefix),
+        (Some((_, glob)), None) => GrantMatch::PathGlob(glob),
+        _ => {
+            return Err(r.error(
+                "exactly one of \"command\", \"prefix\" and \"path_glob\" must be set".into(),
+            ))
+        }
+    };
+    let grant = Grant {
+        id: r.required("grant_id")?,
+        call_id: r.required("call_id")?,
+        tool: r.required("tool")?,
+        matcher,
+        decision: r.value("decision")?,
+        by: r.text("by"),
+        note: r.text("note"),
+    };
+    if grant.decision == Decision::Ask {
+        return Err(r.error("a grant allows or denies, never asks".into()));
+    }
+    Ok(grant)
 }
 
 fn gate(r: &mut Reader<'_>) -> Result<GateReport, EventError> {

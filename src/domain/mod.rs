@@ -5,8 +5,10 @@
 //! (`grpc::convert`, `store`).
 
 mod access;
+mod attributes;
 mod decision;
 pub mod event;
+pub mod grant;
 mod modes;
 pub mod query;
 mod run;
@@ -18,6 +20,7 @@ mod version;
 pub use access::{Credential, CredentialKind, Principal, Role, Scope};
 pub use decision::{Decision, UnknownDecision};
 pub use event::{Event, EventKind};
+pub use grant::{Grant, GrantMatch, GrantRecord, GrantRevoked, Remember, RunGrants};
 pub use modes::{DeliverMode, ExecMode};
 pub use run::{Run, StartRequest, TransitionError, ValidationError};
 pub use stall::{StallTracker, DEFAULT_STALL_THRESHOLD};

@@ -37,9 +37,9 @@ pub fn rule(path: &str) -> Option<Rule> {
         ("runplane.v1.WorkerService", "Session") => Rule::Session,
         (
             "runplane.v1.RunService",
-            "GetRun" | "ListRuns" | "WatchRun" | "ListRunEvents" | "ListPendingAsks",
+            "GetRun" | "ListRuns" | "WatchRun" | "ListRunEvents" | "ListPendingAsks" | "ListGrants",
         ) => Rule::AtLeast(Role::Viewer),
-        ("runplane.v1.RunService", "StartRun" | "CancelRun" | "ResolveAsk") => {
+        ("runplane.v1.RunService", "StartRun" | "CancelRun" | "ResolveAsk" | "RevokeGrant") => {
             Rule::AtLeast(Role::Operator)
         }
         ("runplane.v1.PolicyService", "ListProfiles" | "GetProfile" | "Evaluate") => {

@@ -16,7 +16,9 @@ use crate::coordinator::{Coordinator, PendingAsk};
 use crate::domain::query::{PageCursor, RunQuery};
 use crate::domain::{Principal, Run, StartRequest};
 use crate::grpc::access::principal;
-use crate::grpc::convert::{self, bounded, decision_from_proto, status_from_proto};
+use crate::grpc::convert::{
+    self, bounded, decision_from_proto, grant_to_proto, remember_from_proto, status_from_proto,
+};
 use crate::grpc::pb;
 
 /// Runs per page when the request leaves page_size at 0.
@@ -296,6 +298,8 @@ impl pb::run_service_server::RunService for RunApi {
         self.visible_run(&principal, &request.run_id).await?;
         required("call_id", &request.call_id)?;
         let decision = decision_from_proto("decision", request.decision)?;
+        let remember =
+            remember_from_proto(request.scope, request.command_prefix, request.path_glob)?;
         let response = self
             .coordinator
             .resolve_ask(
@@ -305,8 +309,45 @@ impl pb::run_service_server::RunService for RunApi {
                 bounded("reason", request.reason)?,
                 principal.name(),
                 bounded("resolver", request.resolver)?,
+                remember,
             )
             .await?;
         Ok(Response::new(pb::ToolCallResponse::from(&response)))
+    }
+
+    async fn list_grants(
+        &self,
+        request: Request<pb::ListGrantsRequest>,
+    ) -> Result<Response<pb::ListGrantsResponse>, Status> {
+        let principal = principal(&request)?;
+        let run_id = request.into_inner().run_id;
+        self.visible_run(&principal, &run_id).await?;
+        let grants = self.coordinator.list_grants(&run_id).await?;
+        let mut grants: Vec<pb::Grant> =
+            grants.iter().map(|g| grant_to_proto(&run_id, g)).collect();
+        // A grant is at most a few KiB (its command is bounded like every stored text), so
+        // only a run with thousands of grants would be cut; the newest are then left out.
+        grants.truncate(self.fitting(&grants));
+        Ok(Response::new(pb::ListGrantsResponse { grants }))
+    }
+
+    async fn revoke_grant(
+        &self,
+        request: Request<pb::RevokeGrantRequest>,
+    ) -> Result<Response<pb::Grant>, Status> {
+        let principal = principal(&request)?;
+        let request = request.into_inner();
+        self.visible_run(&principal, &request.run_id).await?;
+        required("grant_id", &request.grant_id)?;
+        let record = self
+            .coordinator
+            .revoke_grant(
+                &request.run_id,
+                &request.grant_id,
+                bounded("reason", request.reason)?,
+                principal.name(),
+            )
+            .await?;
+        Ok(Response::new(grant_to_proto(&request.run_id, &record)))
     }
 }

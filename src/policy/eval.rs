@@ -15,12 +15,12 @@ use crate::domain::Decision;
 /// case everywhere (here and in rule matching): agents and their hosts do not agree on
 /// the case of a tool's name, and an exact comparison let `bash` or `EDIT` pass every rule
 /// written for `Bash` or `Edit` — and `bash` past the shell parser.
-const SHELL_TOOL: &str = "Bash";
+pub(super) const SHELL_TOOL: &str = "Bash";
 /// The tool a redirection is judged as (rules for `write` apply too, see `same_tool`).
 const WRITE_TOOL: &str = "Write";
 
 /// Whether two tool names name the same tool.
-fn same_tool(a: &str, b: &str) -> bool {
+pub(super) fn same_tool(a: &str, b: &str) -> bool {
     a.eq_ignore_ascii_case(b)
 }
 
@@ -58,6 +58,18 @@ pub struct Verdict {
     pub rule_index: Option<usize>,
     /// For a shell command: the simple command or redirection that decided.
     pub part: Option<String>,
+}
+
+impl Verdict {
+    /// A deny no rule made: the run's state or a limit decided.
+    pub fn deny(reason: String) -> Verdict {
+        Verdict {
+            decision: Decision::Deny,
+            reason,
+            rule_index: None,
+            part: None,
+        }
+    }
 }
 
 /// Why allow rules may not apply to a subject.
@@ -237,6 +249,39 @@ impl CompiledProfile {
                 self.verdict(self.judge(&subject, outside()), "an empty command", None)
             }
         }
+    }
+
+    /// The parts of a shell line that some file of the call keeps from being allowed: the
+    /// parts an ask of the line is about, which grants must cover (`grants`). Each part is
+    /// judged with every file of the call, as `evaluate` judges the line.
+    pub(super) fn unallowed_parts<'p>(
+        &self,
+        call: &ToolCall<'_>,
+        parts: &'p [Part],
+    ) -> Vec<&'p Part> {
+        let facts = CallFacts::read(call.url, call.input);
+        let mut files: Vec<&str> = [call.path, call.resolved_path]
+            .into_iter()
+            .chain(call.paths.iter().map(String::as_str))
+            .filter(|file| !file.is_empty())
+            .collect();
+        if files.is_empty() {
+            files.push("");
+        }
+        let allowed = |part: &Part, file: &str| {
+            let located = (!file.is_empty()).then(|| locate(file, call.workspace_root));
+            let path = located.as_ref().map_or(PathArg::None, PathArg::Known);
+            let outside = located
+                .as_ref()
+                .filter(|p| p.is_outside())
+                .map(|p| Caveat::Outside(p.as_str().to_string()));
+            let judged = self.judge_part(part, path, outside, call.workspace_root, &facts);
+            judged.decision == Decision::Allow
+        };
+        parts
+            .iter()
+            .filter(|part| !files.iter().all(|file| allowed(part, file)))
+            .collect()
     }
 
     fn judge_part(

@@ -13,6 +13,7 @@ mod eval;
 mod expansion;
 mod extent;
 mod globs;
+mod grants;
 pub mod import;
 mod interpreters;
 mod lex;
@@ -39,10 +40,13 @@ pub use check::{TestFailure, TestOutcome};
 pub use compile::CompiledProfile;
 pub use error::{LoadError, PolicyError};
 pub use eval::{ToolCall, Verdict};
+pub use grants::{grant_match, GrantError};
 pub use lint::{lint, LintKind, LintWarning, KNOWN_TOOLS};
 pub use live::{LiveProfiles, ProfileChange};
 pub use load::{parse_profile, ParseError, ProfileFormat, ProfileRegistry, ProfileSource};
-pub use offload::{evaluate_off_runtime, JudgeFailed, INLINE_COMMAND_BYTES};
+pub use offload::{
+    apply_grants_off_runtime, evaluate_off_runtime, JudgeFailed, INLINE_COMMAND_BYTES,
+};
 pub use path::{locate, normalize_path, WorkspacePath};
 pub use presets::{presets, DEFAULT_PROFILE};
 pub use profile::{

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use super::compile::CompiledProfile;
 use super::eval::{ToolCall, Verdict};
 use super::memo;
-use crate::domain::Decision;
+use crate::domain::Grant;
 
 /// Longest command judged inline. The same bound as the memo of split lines: a line up to
 /// this long is remembered per thread, so judging it again elsewhere would lose the memo;
@@ -30,12 +30,7 @@ pub struct JudgeFailed;
 impl JudgeFailed {
     /// The verdict a session gives a call its judge failed on: deny, never allow.
     pub fn deny(self) -> Verdict {
-        Verdict {
-            decision: Decision::Deny,
-            reason: format!("{self}; denied"),
-            rule_index: None,
-            part: None,
-        }
+        Verdict::deny(format!("{self}; denied"))
     }
 }
 
@@ -54,17 +49,36 @@ pub async fn evaluate_off_runtime(
     on_blocking_pool(move || profile.evaluate(&owned.as_call())).await
 }
 
+/// `CompiledProfile::apply_grants`, where `evaluate_off_runtime` would judge the call: the
+/// grants split the line again. A caller takes a failure to cover nothing, so that the
+/// profile's ask stands.
+pub async fn apply_grants_off_runtime(
+    profile: &Arc<CompiledProfile>,
+    call: &ToolCall<'_>,
+    verdict: &Verdict,
+    grants: &Arc<[Grant]>,
+) -> Result<Option<(Verdict, String)>, JudgeFailed> {
+    if call.command.len() <= INLINE_COMMAND_BYTES {
+        return guarded(|| profile.apply_grants(call, verdict, grants));
+    }
+    let profile = Arc::clone(profile);
+    let grants = Arc::clone(grants);
+    let owned = OwnedCall::from(call);
+    let verdict = verdict.clone();
+    on_blocking_pool(move || profile.apply_grants(&owned.as_call(), &verdict, &grants)).await
+}
+
 /// Runs the judge here; a panic becomes `JudgeFailed`. Free unless it panics.
-pub(super) fn guarded(judge: impl FnOnce() -> Verdict) -> Result<Verdict, JudgeFailed> {
+pub(super) fn guarded<T>(judge: impl FnOnce() -> T) -> Result<T, JudgeFailed> {
     // The judge shares nothing mutable with the caller: its only state is the thread's
     // memo of split lines, which is only ever written whole (behind `try_borrow_mut`).
     catch_unwind(AssertUnwindSafe(judge)).map_err(|_| JudgeFailed)
 }
 
 /// Runs the judge on the blocking pool; a panic (a `JoinError`) becomes `JudgeFailed`.
-async fn on_blocking_pool(
-    judge: impl FnOnce() -> Verdict + Send + 'static,
-) -> Result<Verdict, JudgeFailed> {
+async fn on_blocking_pool<T: Send + 'static>(
+    judge: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, JudgeFailed> {
     tokio::task::spawn_blocking(judge)
         .await
         .map_err(|_| JudgeFailed)
@@ -113,6 +127,7 @@ impl OwnedCall {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::Decision;
     use crate::policy::ProfileRegistry;
 
     #[test]

@@ -7,7 +7,9 @@
 //! directory and for `PolicyService.Replay` alike, so the two cannot disagree.
 //!
 //! A call's recorded decision is the one the policy gave when it was made: for an ask,
-//! the ask, whatever the operator answered later.
+//! the ask, whatever the operator answered later — and for a call a grant of the run
+//! decided (which grants do only for calls the profile asked about), the ask too. Grants
+//! are operators' answers, so replay does not apply them.
 
 use std::collections::BTreeMap;
 
@@ -175,7 +177,12 @@ impl RunReplay {
         };
         // As in a session: a judge that fails denies.
         let verdict = guarded(|| profile.evaluate(&call)).unwrap_or_else(JudgeFailed::deny);
-        if verdict.decision == decided.decision {
+        let recorded = if decided.grant.is_empty() {
+            decided.decision
+        } else {
+            Decision::Ask
+        };
+        if verdict.decision == recorded {
             return Outcome::Same(verdict.decision);
         }
         Outcome::Changed(Box::new(Change {
@@ -187,7 +194,7 @@ impl RunReplay {
             path: decided.path.clone(),
             workspace_root: self.workspace_root.clone().unwrap_or_default(),
             recorded: Judged {
-                decision: decided.decision,
+                decision: recorded,
                 rule_index: decided.rule_index,
                 reason: decided.reason.clone(),
                 part: decided.part.clone(),
@@ -248,6 +255,7 @@ mod tests {
             deadline: None,
             profile: String::new(),
             profile_hash: String::new(),
+            grant: String::new(),
         })
     }
 
@@ -306,5 +314,34 @@ mod tests {
         assert_eq!(tally.calls, 1);
         assert_eq!(tally.unjudged, 1);
         assert_eq!(tally.changed_calls(), 0);
+    }
+
+    /// A call a grant allowed was an ask of the profile: replayed to an ask, it is the
+    /// same; replayed to an allow, it changed from ask.
+    #[test]
+    fn a_call_a_grant_decided_is_replayed_as_the_ask_it_was() {
+        let granted = |call_id: &str, path: &str, steps: i32| {
+            let EventKind::Decided(decided) = decided(call_id, path, Decision::Allow, steps) else {
+                unreachable!("decided() makes a decision");
+            };
+            EventKind::Decided(Decided {
+                grant: "g1".into(),
+                ..decided
+            })
+        };
+        let profile = outside_denied();
+        let mut replay = RunReplay::new("r");
+        let log = [
+            event(1, attached("/ws")),
+            event(2, granted("c1", "/elsewhere/x", 1)),
+            event(3, granted("c2", "/ws/x", 2)),
+        ];
+        let outcomes: Vec<Outcome> = log.iter().map(|e| replay.feed(&profile, e)).collect();
+        assert_eq!(outcomes[1], Outcome::Same(Decision::Ask));
+        let Outcome::Changed(change) = &outcomes[2] else {
+            panic!("c2 changed: {:?}", outcomes[2]);
+        };
+        assert_eq!(change.recorded.decision, Decision::Ask);
+        assert_eq!(change.replayed.decision, Decision::Allow);
     }
 }

@@ -249,6 +249,7 @@ mod tests {
             deadline: None,
             profile: String::new(),
             profile_hash: String::new(),
+            grant: String::new(),
         }
     }
 

@@ -401,6 +401,7 @@ impl TestServer {
                 decision: decision as i32,
                 reason: reason.into(),
                 resolver: String::new(),
+                ..Default::default()
             })
             .await
             .unwrap();

@@ -5,6 +5,7 @@
 //! services turn into `INVALID_ARGUMENT`.
 
 mod access;
+mod grant;
 mod policy;
 mod replay;
 mod run;
@@ -149,6 +150,7 @@ pub(crate) fn required_timestamp(
 }
 
 pub use access::role_from_proto;
+pub use grant::{grant_from_proto, grant_to_proto, remember_from_proto};
 pub use policy::policy_mode_from_proto;
 pub use replay::replay_request;
 pub use run::{
