@@ -524,21 +524,24 @@ async fn a_grant_made_at_another_replica_holds_at_the_owner() {
         (listed[0].grant_id.as_str(), listed[0].path_glob.as_str()),
         ("g1", "src/**")
     );
-    // A revoke is not relayed: at a replica that does not own the run it is UNAVAILABLE,
-    // and at the owner it works.
+    // Revoked at B, a replica that does not own the run: relayed to A, which records it.
     let revoke = pb::RevokeGrantRequest {
         run_id: run_id.clone(),
         grant_id: "g1".into(),
-        reason: String::new(),
+        reason: "too wide".into(),
     };
-    let elsewhere = b
+    let revoked = b
         .runs(&token)
         .await
         .revoke_grant(revoke.clone())
         .await
-        .unwrap_err();
-    assert_eq!(elsewhere.code(), tonic::Code::Unavailable, "{elsewhere:?}");
-    a.runs(&token).await.revoke_grant(revoke).await.unwrap();
+        .unwrap()
+        .into_inner();
+    assert_eq!(revoked.grant_id, "g1");
+    assert!(revoked.revoked_at.is_some(), "{revoked:?}");
+    // Revoked once: again, anywhere, is refused as at the owner.
+    let again = c.runs(&token).await.revoke_grant(revoke).await.unwrap_err();
+    assert_eq!(again.code(), tonic::Code::FailedPrecondition, "{again:?}");
     worker.request("c3", "Edit", "", "src/lib.rs").await;
     assert_eq!(decision(&worker.recv().await), pb::Decision::Ask);
 }

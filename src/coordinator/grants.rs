@@ -230,10 +230,9 @@ impl Coordinator {
         }
     }
 
-    /// Revokes a grant of a live run as the principal named `by`. Not relayed: a run that
-    /// another process sharing the store owns is UNAVAILABLE here, and the revoke is to be
-    /// sent to that process. Returns the grant as `list_grants` then reads it: with the
-    /// times the log holds.
+    /// Revokes a grant of a live run as the principal named `by`, at the process that owns
+    /// the run, wherever that is. Returns the grant as `list_grants` then reads it: with
+    /// the times the log holds.
     pub async fn revoke_grant(
         &self,
         run_id: &str,
@@ -241,6 +240,34 @@ impl Coordinator {
         reason: String,
         by: &str,
     ) -> Result<GrantRecord, CoordinatorError> {
+        let relayed = super::relay::Relayed::Revoke {
+            grant_id: grant_id.to_string(),
+            reason: reason.clone(),
+            by: by.to_string(),
+        };
+        match self.revoke_here(run_id, grant_id, reason, by).await {
+            Err(error) if error.is_owned_elsewhere() => {
+                self.relay(run_id, relayed).await?.into_revoked()?;
+            }
+            done => done?,
+        }
+        self.list_grants(run_id)
+            .await?
+            .into_iter()
+            .find(|record| record.grant.id == grant_id)
+            .ok_or_else(|| {
+                CoordinatorError::Internal(format!("grant {grant_id} is not in the log"))
+            })
+    }
+
+    /// The revocation, recorded by this process's actor of the run.
+    pub(super) async fn revoke_here(
+        &self,
+        run_id: &str,
+        grant_id: &str,
+        reason: String,
+        by: &str,
+    ) -> Result<(), CoordinatorError> {
         self.ask_run(run_id, |reply| {
             Command::RevokeGrant(Box::new(Revocation {
                 grant_id: grant_id.to_string(),
@@ -249,13 +276,6 @@ impl Coordinator {
                 reply,
             }))
         })
-        .await?;
-        self.list_grants(run_id)
-            .await?
-            .into_iter()
-            .find(|record| record.grant.id == grant_id)
-            .ok_or_else(|| {
-                CoordinatorError::Internal(format!("grant {grant_id} is not in the log"))
-            })
+        .await
     }
 }

@@ -51,6 +51,15 @@ pub(super) enum Relayed {
         #[serde(default)]
         remember: Option<Remember>,
     },
+    /// `RevokeGrant`.
+    Revoke {
+        /// The grant.
+        grant_id: String,
+        /// Why.
+        reason: String,
+        /// Who revoked it (the principal's name, authenticated where it was asked).
+        by: String,
+    },
 }
 
 /// The owner's answer to a relayed command.
@@ -67,6 +76,8 @@ pub(super) enum Answer {
         /// The response.
         response: ToolCallResponse,
     },
+    /// The grant's revocation is in the log.
+    Revoked,
     /// The owner refused or failed the command.
     Refused {
         /// What kind of failure, to give the operator the same status code.
@@ -117,6 +128,14 @@ impl Answer {
     pub(super) fn into_response(self) -> Result<ToolCallResponse, CoordinatorError> {
         match self {
             Answer::Resolved { response } => Ok(response),
+            other => Err(other.into_error()),
+        }
+    }
+
+    /// Nothing, or the owner's refusal as this process's error.
+    pub(super) fn into_revoked(self) -> Result<(), CoordinatorError> {
+        match self {
+            Answer::Revoked => Ok(()),
             other => Err(other.into_error()),
         }
     }
@@ -204,6 +223,17 @@ impl Coordinator {
                 .await
             {
                 Ok(response) => Answer::Resolved { response },
+                Err(error) => Answer::refused(&error),
+            },
+            Ok(Relayed::Revoke {
+                grant_id,
+                reason,
+                by,
+            }) => match self
+                .revoke_here(&command.run_id, &grant_id, reason, &by)
+                .await
+            {
+                Ok(()) => Answer::Revoked,
                 Err(error) => Answer::refused(&error),
             },
             Err(error) => Answer::refused(&CoordinatorError::Internal(format!(
