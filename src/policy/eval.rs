@@ -396,7 +396,13 @@ impl CompiledProfile {
                     .unwrap_or_default();
                 format!("{what} is never allowed because {c}{passed}; no deny or ask rule matches, so ask")
             }
-            (None, _) => {
+            // The caveat says why a part the judge cannot know (or may not allow) is what
+            // it is, even when no rule had to pass it over.
+            (None, Some(c)) => {
+                let mode = self.profile.mode;
+                format!("no rule matches {what}; {c}; mode {mode} gives {}", j.decision)
+            }
+            (None, None) => {
                 let mode = self.profile.mode;
                 format!("no rule matches {what}; mode {mode} gives {}", j.decision)
             }
