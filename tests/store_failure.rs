@@ -177,6 +177,11 @@ async fn an_attach_abandoned_while_the_run_was_busy_takes_nothing_over() {
             },
         ))
         .await;
+    // The actor must have read c1 (its commit now waits on the lock) before the attach
+    // reaches it: an attach it dequeued first would be a live takeover, not an abandoned
+    // one. Nothing shows the read from outside, so the test gives it time (on a machine
+    // loaded by parallel tests, the attach once overtook c1).
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     let abandoned = tokio::time::timeout(
         std::time::Duration::from_millis(300),
         Worker::try_attach(&server, &run_id, "worker-2"),
