@@ -400,7 +400,10 @@ impl CompiledProfile {
             // it is, even when no rule had to pass it over.
             (None, Some(c)) => {
                 let mode = self.profile.mode;
-                format!("no rule matches {what}; {c}; mode {mode} gives {}", j.decision)
+                format!(
+                    "no rule matches {what}; {c}; mode {mode} gives {}",
+                    j.decision
+                )
             }
             (None, None) => {
                 let mode = self.profile.mode;
