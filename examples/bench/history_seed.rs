@@ -60,8 +60,8 @@ pub fn run(i: usize, shape: Shape, now: DateTime<Utc>) -> Run {
     run
 }
 
-/// A decision event as the coordinator logs it.
-pub fn decided(run_id: &str, seq: u64, decision: Decision) -> Arc<Event> {
+/// A decision event as the coordinator logs it, at step `step` of its run.
+pub fn decided(run_id: &str, seq: u64, step: i32, decision: Decision) -> Arc<Event> {
     Arc::new(Event {
         run_id: run_id.to_string(),
         seq,
@@ -79,7 +79,7 @@ pub fn decided(run_id: &str, seq: u64, decision: Decision) -> Arc<Event> {
             reason: "rules[1] (Read allow) matches Read of src/coordinator/actor.rs".to_string(),
             rule_index: Some(1),
             part: String::new(),
-            step_count: seq as i32,
+            step_count: step,
             deadline: None,
             profile: "headless-safe-sandbox".to_string(),
             profile_hash: "5f2b8c1e0a9d4c7b3e6f1a2d8c9b0e4f7a3d6c1b2e5f8a9d0c3b6e1f4a7d2c5b"
@@ -114,8 +114,8 @@ pub async fn live_runs(
                 run: Arc::new(run.clone()),
                 expected_version: Some(expected),
                 events: vec![
-                    decided(&run.id, 1, Decision::Allow),
-                    decided(&run.id, 2, Decision::Ask),
+                    decided(&run.id, 1, 1, Decision::Allow),
+                    decided(&run.id, 2, 2, Decision::Ask),
                 ],
                 stall: None,
             })

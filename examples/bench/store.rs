@@ -6,10 +6,10 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::history_seed::decided;
 use chrono::Utc;
 use hdrhistogram::Histogram;
-use runplane::domain::event::Decided;
-use runplane::domain::{Decision, Event, EventKind, Run, StallTracker, StartRequest, Status};
+use runplane::domain::{Decision, Run, StallTracker, StartRequest, Status};
 use runplane::store::{Commit, RunQuery, RunStore, SqliteStore, SqliteStoreOptions, StoreError};
 use tokio::time::Instant;
 
@@ -92,7 +92,7 @@ pub async fn commit_phase(
             .commit(Commit {
                 run: Arc::new(run.clone()),
                 expected_version: Some(expected),
-                events: vec![event(&run.id, 2, 0)],
+                events: vec![decided(&run.id, 2, 0, Decision::Allow)],
                 stall: None,
             })
             .await?;
@@ -132,7 +132,7 @@ fn creation(run: &Run) -> Commit {
     Commit {
         run: Arc::new(run.clone()),
         expected_version: None,
-        events: vec![event(&run.id, 1, 0)],
+        events: vec![decided(&run.id, 1, 0, Decision::Allow)],
         stall: Some(StallTracker::new(5)),
     }
 }
@@ -174,7 +174,7 @@ async fn commit_loop(
         let commit = Commit {
             run: Arc::clone(&run),
             expected_version: Some(expected),
-            events: vec![event(&run.id, seq, run.step_count)],
+            events: vec![decided(&run.id, seq, run.step_count, Decision::Allow)],
             stall: result.then(|| stall.clone()),
         };
         let sent = Instant::now();
@@ -186,33 +186,4 @@ async fn commit_loop(
         seq += 1;
     }
     Ok(samples)
-}
-
-/// An event with the attributes a decision carries.
-fn event(run_id: &str, seq: u64, step: i32) -> Arc<Event> {
-    Arc::new(Event {
-        run_id: run_id.to_string(),
-        seq,
-        at: Utc::now(),
-        kind: EventKind::Decided(Decided {
-            call_id: format!("c{seq}"),
-            tool: "Read".to_string(),
-            command: String::new(),
-            path: "/work/repo/src/coordinator/actor.rs".to_string(),
-            resolved_path: String::new(),
-            paths: Vec::new(),
-            url: String::new(),
-            input: String::new(),
-            decision: Decision::Allow,
-            reason: "rules[1] (Read allow) matches Read of src/coordinator/actor.rs".to_string(),
-            rule_index: Some(1),
-            part: String::new(),
-            step_count: step,
-            deadline: None,
-            profile: "headless-safe-sandbox".to_string(),
-            profile_hash: "5f2b8c1e0a9d4c7b3e6f1a2d8c9b0e4f7a3d6c1b2e5f8a9d0c3b6e1f4a7d2c5b"
-                .to_string(),
-            grant: String::new(),
-        }),
-    })
 }
