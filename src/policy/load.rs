@@ -232,6 +232,8 @@ const PROFILE_FIELDS: &[&str] = &[
     "rules",
     "quality_gate",
     "termination",
+    "secrets",
+    "sandbox",
     "tests",
 ];
 const RULE_FIELDS: &[&str] = &[
@@ -293,6 +295,8 @@ fn profile_from_value(value: Value, default_name: &str) -> Result<PolicyProfile,
         rules,
         quality_gate: section(&mut map, "quality_gate")?,
         termination: section(&mut map, "termination")?,
+        secrets: take(&mut map, "", "secrets")?.unwrap_or_default(),
+        sandbox: section(&mut map, "sandbox")?,
         tests,
     })
 }

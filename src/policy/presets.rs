@@ -1,6 +1,7 @@
 //! The four built-in profiles. Their names are part of the API.
 
 use super::case::PolicyTest;
+use super::containment::SandboxSettings;
 use super::profile::{
     PermissionRule, PolicyMode, PolicyProfile, QualityGate, TerminationCondition,
     DEFAULT_ASK_TIMEOUT_SECONDS,
@@ -12,6 +13,37 @@ pub const DEFAULT_PROFILE: &str = "headless-safe-sandbox";
 
 /// Files that hold secrets; the sandbox presets keep the agent's hands off them.
 const SECRET_PATHS: [&str; 3] = [".env", "**/.env", "secrets/**"];
+
+/// What every preset names as secret: keys and credentials in the home directory, and
+/// environment files, credential files and secret directories in the workspace. The
+/// judge refuses them to every tool and the sandbox hides them (runplane's own data
+/// directory and token files are hidden whatever a profile says).
+pub const PRESET_SECRETS: [&str; 24] = [
+    "~/.ssh/**",
+    "~/.gnupg/**",
+    "~/.aws/**",
+    "~/.azure/**",
+    "~/.config/gcloud/**",
+    "~/.kube/**",
+    "~/.docker/config.json",
+    "~/.netrc",
+    "~/.npmrc",
+    "~/.pypirc",
+    "~/.git-credentials",
+    "~/.config/gh/hosts.yml",
+    "~/.cargo/credentials.toml",
+    "~/.cargo/credentials",
+    "~/.password-store/**",
+    ".env",
+    ".env.*",
+    "**/.env",
+    "**/.env.*",
+    "secrets/**",
+    "**/secrets/**",
+    "**/credentials*",
+    "**/*.pem",
+    "**/id_rsa*",
+];
 
 /// The built-in profiles, from the most restrictive to the most trusting.
 pub fn presets() -> Vec<PolicyProfile> {
@@ -25,6 +57,15 @@ pub fn presets() -> Vec<PolicyProfile> {
 
 fn rule(tool: &str, decision: Decision) -> PermissionRule {
     PermissionRule::new(tool, decision)
+}
+
+/// The secrets and the sandbox every preset has; `required` forbids `--sandbox off`.
+fn contained(required: bool) -> (Vec<String>, SandboxSettings) {
+    let sandbox = SandboxSettings {
+        required,
+        ..SandboxSettings::default()
+    };
+    (strings(&PRESET_SECRETS), sandbox)
 }
 
 fn strings(items: &[&str]) -> Vec<String> {
@@ -94,6 +135,7 @@ fn limits(
 fn plan_readonly() -> PolicyProfile {
     let mut rules = read_tools_allowed();
     rules.extend(["Edit", "Write", "Bash"].into_iter().map(|t| rule(t, Deny)));
+    let (secrets, sandbox) = contained(true);
     PolicyProfile {
         name: "plan-readonly".into(),
         description: "Read-only planning: the agent may read and search, nothing else.".into(),
@@ -101,6 +143,8 @@ fn plan_readonly() -> PolicyProfile {
         rules,
         quality_gate: QualityGate::default(),
         termination: limits(30, 300, 1.0, false),
+        secrets,
+        sandbox,
         tests: vec![
             on_path("reading is allowed", "Read", "src/main.rs", Allow, Some(0)),
             on_path("searching is allowed", "Grep", "src", Allow, Some(2)),
@@ -140,6 +184,7 @@ fn headless_safe_sandbox() -> PolicyProfile {
         ..rule("Bash", Allow)
     });
     rules.push(rule("Bash", Deny));
+    let (secrets, sandbox) = contained(true);
     PolicyProfile {
         name: DEFAULT_PROFILE.into(),
         description: "Unattended run in a sandbox: reads and edits (not secrets), a fixed set \
@@ -154,6 +199,8 @@ fn headless_safe_sandbox() -> PolicyProfile {
             ..QualityGate::default()
         },
         termination: limits(50, 600, 5.0, true),
+        secrets,
+        sandbox,
         tests: vec![
             on_path("reading is allowed", "Read", "src/main.rs", Allow, Some(0)),
             on_path(
@@ -192,6 +239,7 @@ fn headless_permissive_sandbox() -> PolicyProfile {
         ..rule("Bash", Deny)
     });
     rules.push(rule("Bash", Allow));
+    let (secrets, sandbox) = contained(true);
     PolicyProfile {
         name: "headless-permissive-sandbox".into(),
         description: "Unattended run in a sandbox: anything but secrets and network tools.".into(),
@@ -202,6 +250,8 @@ fn headless_permissive_sandbox() -> PolicyProfile {
             ..QualityGate::default()
         },
         termination: limits(100, 1800, 20.0, true),
+        secrets,
+        sandbox,
         tests: vec![
             on_path(
                 "editing source is allowed",
@@ -247,6 +297,7 @@ fn trusted_mount_autonomous() -> PolicyProfile {
             .into_iter()
             .map(|t| rule(t, Allow)),
     );
+    let (secrets, sandbox) = contained(false);
     PolicyProfile {
         name: "trusted-mount-autonomous".into(),
         description: "Trusted agent on the host checkout: everything but secret files.".into(),
@@ -254,6 +305,8 @@ fn trusted_mount_autonomous() -> PolicyProfile {
         rules,
         quality_gate: QualityGate::default(),
         termination: limits(200, 3600, 50.0, false),
+        secrets,
+        sandbox,
         tests: vec![
             on_path("editing a secret is denied", "Edit", ".env", Deny, Some(0)),
             on_path(

@@ -6,6 +6,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use super::case::{validate_tests, PolicyTest};
+use super::containment::{validate_containment, SandboxSettings};
 use super::error::PolicyError;
 use super::globs::{command_glob, domain_glob, path_glob};
 use crate::domain::Decision;
@@ -217,6 +218,13 @@ pub struct PolicyProfile {
     /// Limits of a run.
     #[serde(default)]
     pub termination: TerminationCondition,
+    /// Paths no tool may read or write and the sandbox hides from the agent: globs,
+    /// `~/`-relative to the home directory, absolute, or relative to the workspace.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub secrets: Vec<String>,
+    /// How the agent's kernel sandbox is made for runs of this profile.
+    #[serde(default, skip_serializing_if = "SandboxSettings::is_default")]
+    pub sandbox: SandboxSettings,
     /// Calls and the decisions they must get; checked whenever the profile loads.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tests: Vec<PolicyTest>,
@@ -230,6 +238,7 @@ impl PolicyProfile {
             validate_rule(i, rule)?;
         }
         validate_termination(&self.termination)?;
+        validate_containment(&self.secrets, &self.sandbox)?;
         validate_tests(&self.tests, self.rules.len())
     }
 }

@@ -11,6 +11,10 @@ pub fn profile_to_toml(p: &PolicyProfile) -> String {
     let _ = writeln!(out, "name = {}", string(&p.name));
     let _ = writeln!(out, "description = {}", string(&p.description));
     let _ = writeln!(out, "mode = {}", string(p.mode.as_str()));
+    // Left out when empty, so the versions of profiles written before these keys stay.
+    if !p.secrets.is_empty() {
+        let _ = writeln!(out, "secrets = {}", string_list(&p.secrets));
+    }
     for rule in &p.rules {
         out.push('\n');
         write_rule(&mut out, rule);
@@ -36,6 +40,13 @@ pub fn profile_to_toml(p: &PolicyProfile) -> String {
     let _ = writeln!(out, "stall_detection = {}", t.stall_detection);
     let _ = writeln!(out, "stall_threshold = {}", t.stall_threshold);
     let _ = writeln!(out, "ask_timeout_seconds = {}", t.ask_timeout_seconds);
+    if !p.sandbox.is_default() {
+        let _ = writeln!(out, "\n[sandbox]");
+        let _ = writeln!(out, "required = {}", p.sandbox.required);
+        if !p.sandbox.egress.is_empty() {
+            let _ = writeln!(out, "egress = {}", string_list(&p.sandbox.egress));
+        }
+    }
     for test in &p.tests {
         out.push('\n');
         write_test(&mut out, test);
@@ -106,8 +117,7 @@ fn write_rule(out: &mut String, rule: &PermissionRule) {
         ("domain_deny", &rule.domain_deny),
     ] {
         if !list.is_empty() {
-            let items: Vec<String> = list.iter().map(|i| string(i)).collect();
-            let _ = writeln!(out, "{key} = [{}]", items.join(", "));
+            let _ = writeln!(out, "{key} = {}", string_list(list));
         }
     }
     if !rule.input_match.is_empty() {
@@ -156,6 +166,12 @@ fn table(fields: &serde_json::Map<String, serde_json::Value>) -> String {
 }
 
 /// A TOML basic string.
+/// A TOML array of strings.
+fn string_list(items: &[String]) -> String {
+    let items: Vec<String> = items.iter().map(|i| string(i)).collect();
+    format!("[{}]", items.join(", "))
+}
+
 fn string(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
     out.push('"');

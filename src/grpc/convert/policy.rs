@@ -4,7 +4,7 @@ use super::{decision_from_proto, non_negative, non_negative_finite, required, Co
 use crate::grpc::pb;
 use crate::policy::{
     CompiledProfile, PermissionRule, PolicyMode, PolicyProfile, ProfileChange, QualityGate,
-    TerminationCondition, ToolSpecifier, Verdict,
+    SandboxSettings, TerminationCondition, ToolSpecifier, Verdict,
 };
 
 impl From<PolicyMode> for pb::PolicyMode {
@@ -155,6 +155,11 @@ impl From<&PolicyProfile> for pb::PolicyProfile {
             termination: Some(pb::TerminationCondition::from(&p.termination)),
             // Only a compiled profile has a version (see below).
             hash: String::new(),
+            secrets: p.secrets.clone(),
+            sandbox: Some(pb::SandboxSettings {
+                required: p.sandbox.required,
+                egress: p.sandbox.egress.clone(),
+            }),
         }
     }
 }
@@ -197,6 +202,14 @@ impl TryFrom<pb::PolicyProfile> for PolicyProfile {
                 .termination
                 .map(TerminationCondition::try_from)
                 .transpose()?
+                .unwrap_or_default(),
+            secrets: p.secrets,
+            sandbox: p
+                .sandbox
+                .map(|s| SandboxSettings {
+                    required: s.required,
+                    egress: s.egress,
+                })
                 .unwrap_or_default(),
             // The API carries no tests: they are for the profile's author, checked when
             // its file loads.

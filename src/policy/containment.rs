@@ -1,0 +1,120 @@
+//! What a profile says about containment: the secret paths no tool may touch (the judge
+//! refuses them, the sandbox hides them) and how the agent's kernel sandbox is made.
+
+use serde::{Deserialize, Serialize};
+
+use super::error::PolicyError;
+use super::globs::{domain_glob, path_glob};
+
+/// The `[sandbox]` table of a profile.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SandboxSettings {
+    /// `runplane work --sandbox off` is refused for runs of this profile: the agent runs
+    /// in the kernel sandbox or not at all.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub required: bool,
+    /// Endpoints (`host:port`, the host may be a glob such as `*.crates.io`) the egress
+    /// proxy admits besides the agent's model endpoint and the hosts the profile's
+    /// WebFetch allow rules name.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub egress: Vec<String>,
+}
+
+impl SandboxSettings {
+    /// Whether the table says nothing (and so is left out of the canonical form, keeping
+    /// the versions of profiles written before it).
+    pub fn is_default(&self) -> bool {
+        *self == SandboxSettings::default()
+    }
+}
+
+/// An egress endpoint of `[sandbox].egress`: a host glob and a port.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EgressEndpoint {
+    /// The host or a glob over it, compared ignoring case.
+    pub host: String,
+    /// The TCP port.
+    pub port: u16,
+}
+
+impl EgressEndpoint {
+    /// Parses `host:port`; the error says what is wrong.
+    pub fn parse(text: &str) -> Result<EgressEndpoint, String> {
+        let (host, port) = text
+            .rsplit_once(':')
+            .ok_or_else(|| format!("{text:?} must be host:port"))?;
+        let port: u16 = port
+            .parse()
+            .ok()
+            .filter(|port| *port != 0)
+            .ok_or_else(|| format!("{text:?}: the port must be a number from 1 to 65535"))?;
+        if host.is_empty() || host.chars().any(|c| c.is_whitespace() || c == '/') {
+            return Err(format!("{text:?}: the host must be a name or an address"));
+        }
+        domain_glob(host).map_err(|e| format!("{text:?}: invalid host glob: {e}"))?;
+        Ok(EgressEndpoint {
+            host: host.to_string(),
+            port,
+        })
+    }
+}
+
+/// Checks `secrets` and `[sandbox]`, naming the first bad field.
+pub fn validate_containment(
+    secrets: &[String],
+    sandbox: &SandboxSettings,
+) -> Result<(), PolicyError> {
+    for (i, pattern) in secrets.iter().enumerate() {
+        let field = format!("secrets[{i}]");
+        if pattern.is_empty() {
+            return Err(PolicyError::new(field, "must not be empty"));
+        }
+        let glob = pattern.strip_prefix("~/").unwrap_or(pattern);
+        path_glob(glob)
+            .map_err(|e| PolicyError::new(field, format!("invalid glob {pattern:?}: {e}")))?;
+    }
+    for (i, endpoint) in sandbox.egress.iter().enumerate() {
+        EgressEndpoint::parse(endpoint)
+            .map_err(|why| PolicyError::new(format!("sandbox.egress[{i}]"), why))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_endpoint_needs_a_host_and_a_port() {
+        assert_eq!(
+            EgressEndpoint::parse("*.crates.io:443"),
+            Ok(EgressEndpoint {
+                host: "*.crates.io".into(),
+                port: 443
+            })
+        );
+        for bad in [
+            "crates.io",
+            ":443",
+            "crates.io:0",
+            "crates.io:99999",
+            "a b:1",
+        ] {
+            assert!(EgressEndpoint::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_bad_secret_or_endpoint_is_named() {
+        let none = SandboxSettings::default();
+        let err = validate_containment(&["".into()], &none).unwrap_err();
+        assert_eq!(err.to_string(), "secrets[0]: must not be empty");
+        let sandbox = SandboxSettings {
+            egress: vec!["ok:1".into(), "x".into()],
+            ..SandboxSettings::default()
+        };
+        let err = validate_containment(&[], &sandbox).unwrap_err();
+        assert!(err.to_string().starts_with("sandbox.egress[1]:"), "{err}");
+    }
+}
