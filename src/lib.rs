@@ -9,6 +9,7 @@ pub mod grpc;
 pub mod metrics;
 pub mod policy;
 pub mod replay;
+pub mod sandbox;
 pub mod server;
 pub mod store;
 pub mod webhook;

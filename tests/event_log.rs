@@ -7,6 +7,7 @@ use runplane::domain::event::{
     CallResult, Created, Decided, Delivery, Ended, EventError, GateReport, Resolved,
 };
 use runplane::domain::{Decision, DeliverMode, EventKind, Grant, GrantMatch, GrantRevoked, Status};
+use runplane::domain::{EgressRefusal, SandboxReport};
 
 /// Which variant a kind is; a new variant fails to compile here until it has a sample.
 fn variant(kind: &EventKind) -> usize {
@@ -28,9 +29,10 @@ fn variant(kind: &EventKind) -> usize {
         EventKind::Ended(_) => 14,
         EventKind::GrantAdded(_) => 15,
         EventKind::GrantRevoked(_) => 16,
+        EventKind::Sandbox(_) => 17,
     }
 }
-const VARIANTS: usize = 17;
+const VARIANTS: usize = 18;
 
 fn grant(matcher: GrantMatch, decision: Decision) -> Grant {
     Grant {
@@ -177,6 +179,24 @@ fn samples() -> Vec<EventKind> {
             reason: "too wide".into(),
             by: "bob".into(),
         }),
+        EventKind::Sandbox(SandboxReport::Enforced {
+            plan_hash: "ab12".into(),
+            layers: vec![
+                "bubblewrap".into(),
+                "landlock-abi-6".into(),
+                "seccomp".into(),
+            ],
+        }),
+        EventKind::Sandbox(SandboxReport::Off {
+            reason: "runplane work --sandbox off".into(),
+        }),
+        EventKind::Sandbox(SandboxReport::EgressRefused(EgressRefusal {
+            host: "evil.example".into(),
+            port: 443,
+            method: "CONNECT".into(),
+            call_id: "c-1".into(),
+            reason: "not admitted".into(),
+        })),
     ]);
     for status in [
         Status::Completed,

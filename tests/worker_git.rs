@@ -7,9 +7,20 @@ use std::process::Command;
 use std::time::Duration;
 
 use runplane::domain::DeliverMode;
+use runplane::worker::agent::Launcher;
 use runplane::worker::gate::{run_gate, GateDefaults, GateRequest};
 use runplane::worker::git::{GitError, Workspace};
 use runplane::worker::process::{run_shell, OUTPUT_TAIL_BYTES};
+
+/// The worker's launcher without a sandbox: these tests are about the commands' outcome
+/// (tests/sandbox_kernel.rs runs them in the sandbox).
+fn unsandboxed() -> Launcher {
+    Launcher {
+        runplane: env!("CARGO_BIN_EXE_runplane").into(),
+        sandbox: None,
+        env: Vec::new(),
+    }
+}
 
 fn git(dir: &Path, args: &[&str]) -> String {
     let output = Command::new("git")
@@ -59,6 +70,7 @@ async fn a_command_reports_its_status_and_output_tail() {
         "echo out; echo err >&2; exit 3",
         dir.path(),
         Duration::from_secs(10),
+        &unsandboxed(),
     )
     .await
     .unwrap();
@@ -68,6 +80,7 @@ async fn a_command_reports_its_status_and_output_tail() {
         "head -c 100000 /dev/zero | tr '\\0' x",
         dir.path(),
         Duration::from_secs(10),
+        &unsandboxed(),
     )
     .await
     .unwrap();
@@ -87,6 +100,7 @@ async fn the_time_limit_ends_everything_the_command_started() {
         "(sleep 1; touch late) & echo waiting; sleep 30",
         dir.path(),
         Duration::from_millis(300),
+        &unsandboxed(),
     )
     .await
     .unwrap();
@@ -117,7 +131,7 @@ async fn the_gate_runs_tests_then_lint_and_says_when_a_command_is_missing() {
         test_command: String::new(),
         lint_command: "echo lint failed; exit 1".into(),
     };
-    let outcome = run_gate(&request, &defaults, dir.path()).await;
+    let outcome = run_gate(&request, &defaults, dir.path(), &unsandboxed()).await;
     assert_eq!(
         (outcome.tests_passed, outcome.lint_passed),
         (Some(true), Some(false))
@@ -131,7 +145,7 @@ async fn the_gate_runs_tests_then_lint_and_says_when_a_command_is_missing() {
         lint_command: String::new(),
         ..request
     };
-    let outcome = run_gate(&no_lint, &defaults, dir.path()).await;
+    let outcome = run_gate(&no_lint, &defaults, dir.path(), &unsandboxed()).await;
     assert_eq!(
         outcome.error,
         "the gate asks for lint but neither the profile nor the worker names a command \

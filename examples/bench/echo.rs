@@ -39,6 +39,7 @@ impl pb::worker_service_server::WorkerService for Echo {
                     }),
                     limits: None,
                     resumed: false,
+                    sandbox: None,
                 }),
                 In::ToolCallRequest(request) => Out::ToolCallResponse(pb::ToolCallResponse {
                     run_id: request.run_id,

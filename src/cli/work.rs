@@ -18,6 +18,8 @@ use super::DEFAULT_SERVER;
 use crate::domain::{DeliverMode, StartRequest};
 use crate::grpc::pb;
 use crate::grpc::pb::run_service_client::RunServiceClient;
+use crate::policy::{presets, DEFAULT_PROFILE};
+use crate::sandbox::plan::{self, PlanInput};
 use crate::worker::gate::GateDefaults;
 use crate::worker::hook_wire::Agent;
 use crate::worker::launch::{self, HookCommand};
@@ -28,7 +30,7 @@ use crate::worker::session::{work, WorkConfig, WorkError};
 pub struct WorkArgs {
     /// The run to work on (from `runplane runs start`); without it, `--task` and
     /// `--project` start a new run with the operator token.
-    #[arg(long, value_name = "RUN_ID", required_unless_present_any = ["task", "print_settings"])]
+    #[arg(long, value_name = "RUN_ID", required_unless_present_any = ["task", "print_settings", "print_sandbox"])]
     pub run: Option<String>,
     /// Start a run for this task (with --project; needs an operator token).
     #[arg(long, conflicts_with = "run", requires = "project")]
@@ -54,6 +56,15 @@ pub struct WorkArgs {
     /// Print the hook settings runplane gives the agent and its command line, and exit.
     #[arg(long)]
     pub print_settings: bool,
+    /// Print the sandbox plan the agent would run in (under `--profile`, default the
+    /// server's default profile), and exit.
+    #[arg(long)]
+    pub print_sandbox: bool,
+    /// Run the agent and the gate in the kernel sandbox compiled from the run's profile
+    /// (`on`), or without one (`off`: recorded in the run's log, shown as unsandboxed, and
+    /// refused when the profile requires the sandbox).
+    #[arg(long, default_value = "on", value_parser = ["on", "off"])]
+    pub sandbox: String,
     /// The run's worker token (StartRun's worker_token).
     #[arg(
         long,
@@ -105,8 +116,13 @@ pub struct WorkArgs {
 
 /// Runs the agent as the run's worker; exit 0 when the run completed.
 pub(super) async fn run(args: WorkArgs) -> ExitCode {
-    if args.print_settings {
-        return match print_settings(&args) {
+    if args.print_settings || args.print_sandbox {
+        let printed = if args.print_sandbox {
+            print_sandbox(&args)
+        } else {
+            print_settings(&args)
+        };
+        return match printed {
             Ok(()) => ExitCode::SUCCESS,
             Err(err) => {
                 eprintln!("error: {err:#}");
@@ -161,6 +177,48 @@ fn print_settings(args: &WorkArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Shows the sandbox plan under `--profile` (a preset), for this workspace and agent.
+fn print_sandbox(args: &WorkArgs) -> anyhow::Result<()> {
+    let name = args.profile.as_deref().unwrap_or(DEFAULT_PROFILE);
+    let profile = presets()
+        .into_iter()
+        .find(|p| p.name == name)
+        .with_context(|| {
+            format!("--profile {name}: not a preset (--print-sandbox knows the presets)")
+        })?;
+    let workspace = match &args.workspace {
+        Some(dir) => dir.clone(),
+        None => std::env::current_dir().context("the current directory")?,
+    };
+    let workspace = std::fs::canonicalize(&workspace)
+        .with_context(|| format!("--workspace {}", workspace.display()))?;
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_default();
+    let input = PlanInput {
+        workspace,
+        home,
+        run_tmp: PathBuf::from("<run tmp>"),
+        private: PathBuf::from("<worker's private dir>"),
+        secrets: profile.secrets.clone(),
+        credentials: credentials(&args.token_file),
+        egress: profile.sandbox.egress.clone(),
+        ..PlanInput::default()
+    };
+    print!("{}", plan::describe(&plan::compile(&input)));
+    println!(
+        "the agent's own state and its model endpoint are added when it starts; required by \
+         the profile: {}",
+        profile.sandbox.required
+    );
+    Ok(())
+}
+
+/// runplane's credential files on this machine: hidden from the agent.
+fn credentials(token_file: &Path) -> Vec<PathBuf> {
+    std::fs::canonicalize(token_file).into_iter().collect()
+}
+
 async fn run_inner(args: WorkArgs) -> anyhow::Result<pb::Run> {
     let workspace = match &args.workspace {
         Some(dir) => dir.clone(),
@@ -190,6 +248,8 @@ async fn run_inner(args: WorkArgs) -> anyhow::Result<pb::Run> {
         hook_timeout: Duration::from_secs(args.hook_timeout),
         probe_timeout: Duration::from_secs(args.probe_timeout),
         reattach_for: Duration::from_secs(args.reattach_for),
+        sandbox: args.sandbox == "on",
+        credentials: credentials(&args.token_file),
     };
     Ok(work(channel, config).await?)
 }

@@ -296,6 +296,7 @@ impl RunActor {
             WorkerInput::Complete(completion) => self.on_complete(completion).await,
             WorkerInput::GateResult(outcome) => self.on_gate_result(outcome).await,
             WorkerInput::Delivery(outcome) => self.on_delivery(outcome).await,
+            WorkerInput::Sandbox(report) => self.on_sandbox(report).await,
             WorkerInput::Heartbeat => {
                 self.push(Push::Heartbeat(self.run.status));
                 Ok(())

@@ -52,6 +52,7 @@ impl RunActor {
             run: Box::new(Run::clone(&self.run)),
             limits: self.profile.profile().termination.clone(),
             resumed,
+            sandbox: Box::new(self.sandbox_policy()),
         });
         if let Some(request) = self.outstanding_request() {
             self.push(request);

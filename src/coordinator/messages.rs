@@ -5,7 +5,7 @@
 use chrono::{DateTime, Utc};
 
 use crate::domain::{Decision, DeliverMode, Event, EventKind, Run, Status, ToolCallRequest};
-use crate::domain::{ToolCallResponse, ToolCallResult};
+use crate::domain::{SandboxPolicy, SandboxReport, ToolCallResponse, ToolCallResult};
 use crate::policy::TerminationCondition;
 
 /// A message from the worker, already validated field by field.
@@ -23,6 +23,8 @@ pub enum WorkerInput {
     Delivery(DeliveryOutcome),
     /// Keepalive; answered with the run's status.
     Heartbeat,
+    /// A report about the agent's sandbox.
+    Sandbox(SandboxReport),
     /// A message the edge could not convert; the actor only passes the error back, so that
     /// one task writes to the session in order.
     Rejected(SessionError),
@@ -124,6 +126,8 @@ pub enum Push {
         limits: TerminationCondition,
         /// Whether the run was already running.
         resumed: bool,
+        /// What the run's profile says about the agent's sandbox (boxed like `run`).
+        sandbox: Box<SandboxPolicy>,
     },
     /// A decision (a second one follows an ask).
     Decision(ToolCallResponse),

@@ -18,6 +18,7 @@ mod outbox;
 mod reach;
 mod relay;
 mod restore;
+mod sandbox;
 mod versions;
 mod watch;
 

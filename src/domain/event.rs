@@ -12,6 +12,7 @@ use chrono::{DateTime, Utc};
 
 use super::attributes::{Reader, Writer};
 use super::grant::{Grant, GrantMatch, GrantRevoked};
+use super::sandbox::{self, SandboxReport};
 use super::{Decision, DeliverMode, Status, ToolCallRequest};
 
 /// One entry of a run's log.
@@ -90,6 +91,9 @@ pub enum EventKind {
     DeliveryFailed(Delivery),
     /// `run.completed`, `run.failed`, `run.cancelled` or `run.timeout` (by the status).
     Ended(Ended),
+    /// `sandbox.enforced`, `sandbox.off`, `sandbox.egress_refused`: the worker's
+    /// reports about the agent's kernel sandbox.
+    Sandbox(SandboxReport),
 }
 
 /// `run.created`.
@@ -283,6 +287,7 @@ impl EventKind {
             EventKind::DeliveryRequested { .. } => "run.delivery.requested",
             EventKind::DeliverySucceeded(_) => "run.delivery.succeeded",
             EventKind::DeliveryFailed(_) => "run.delivery.failed",
+            EventKind::Sandbox(report) => report.name(),
             EventKind::Ended(ended) => match ended.status {
                 Status::Completed => "run.completed",
                 Status::Cancelled => "run.cancelled",
@@ -400,6 +405,7 @@ impl EventKind {
                 .text("pr_url", &d.pr_url)
                 .text("error", &d.error),
             EventKind::Ended(e) => w.text("reason", &e.reason).text("by", &e.by),
+            EventKind::Sandbox(report) => report.write(w),
         }
         .0
     }
@@ -480,6 +486,9 @@ impl EventKind {
                     reason: r.text("reason"),
                     by: r.text("by"),
                 })
+            }
+            sandbox::ENFORCED | sandbox::OFF | sandbox::EGRESS_REFUSED => {
+                EventKind::Sandbox(SandboxReport::read(kind, &mut r)?)
             }
             _ => return Err(r.error("unknown kind".into())),
         };

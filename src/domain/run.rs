@@ -55,6 +55,10 @@ pub struct Run {
     pub created_at: DateTime<Utc>,
     /// When the run last changed.
     pub updated_at: DateTime<Utc>,
+    /// Whether the agent runs in the kernel sandbox, as its worker last reported; `None`
+    /// until a worker says (one that is not `runplane work` never does).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<super::SandboxState>,
 }
 
 /// What an operator asks for when starting a run.
@@ -157,6 +161,7 @@ impl Run {
             completed_at: None,
             created_at: now,
             updated_at: now,
+            sandbox: None,
         }
     }
 

@@ -1,6 +1,7 @@
 //! The agent as a child process, in a process group of its own, and stopping it.
 
-use std::path::Path;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -10,28 +11,57 @@ use tokio::process::{Child, Command};
 
 use super::launch::Launch;
 
+/// Variables of the worker that must never reach the agent: the operator's and the
+/// run's credentials (an agent holding them could answer its own asks).
+pub const CREDENTIAL_VARIABLES: [&str; 3] = [
+    "RUNPLANE_TOKEN",
+    "RUNPLANE_WORKER_TOKEN",
+    "RUNPLANE_TOKEN_FILE",
+];
+
+/// How the worker starts the agent and the gate's commands: `runplane exec-agent`, in the
+/// sandbox when there is one, with the sandbox's variables (TMPDIR, the egress proxy).
+#[derive(Debug, Clone)]
+pub struct Launcher {
+    /// The `runplane` executable.
+    pub runplane: PathBuf,
+    /// The sandbox spec; `None` with `--sandbox off`.
+    pub sandbox: Option<PathBuf>,
+    /// Variables set for everything started.
+    pub env: Vec<(String, OsString)>,
+}
+
+impl Launcher {
+    /// `runplane exec-agent` for `line`, with credentials taken out of its environment.
+    pub fn command(&self, line: &[String]) -> Command {
+        let mut command = Command::new(&self.runplane);
+        command.args(["exec-agent", "--parent", &std::process::id().to_string()]);
+        if let Some(spec) = &self.sandbox {
+            command.arg("--sandbox").arg(spec);
+        }
+        command.arg("--").args(line);
+        for name in CREDENTIAL_VARIABLES {
+            command.env_remove(name);
+        }
+        command.envs(self.env.iter().map(|(name, value)| (name, value)));
+        command
+    }
+}
+
 /// Starts the agent in `workspace`, in a process group of its own so that stopping it
-/// stops everything it started, through `runplane exec-agent` (the `runplane` executable
-/// `launcher`) so that it dies with this process. stdin is closed; its stdout goes to
-/// `stdout`, its stderr where ours goes.
+/// stops everything it started, through `runplane exec-agent` (`launcher`) so that it
+/// dies with this process. stdin is closed; its stdout goes to `stdout`, its stderr where
+/// ours goes.
 pub fn spawn(
     launch: &Launch,
     workspace: &Path,
     stdout: Stdio,
-    launcher: &Path,
+    launcher: &Launcher,
 ) -> std::io::Result<Child> {
     if launch.line.is_empty() {
         return Err(std::io::Error::other("empty agent command"));
     }
-    let mut command = Command::new(launcher);
-    command
-        .args([
-            "exec-agent",
-            "--parent",
-            &std::process::id().to_string(),
-            "--",
-        ])
-        .args(&launch.line);
+    let mut command = launcher.command(&launch.line);
     for name in &launch.env_remove {
         command.env_remove(name);
     }

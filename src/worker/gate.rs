@@ -4,6 +4,7 @@
 use std::path::Path;
 use std::time::Duration;
 
+use super::agent::Launcher;
 use super::process::run_shell;
 
 /// What runplane asked the gate to run.
@@ -45,8 +46,14 @@ pub struct GateOutcome {
     pub error: String,
 }
 
-/// Runs the requested checks in `dir`, tests first.
-pub async fn run_gate(request: &GateRequest, defaults: &GateDefaults, dir: &Path) -> GateOutcome {
+/// Runs the requested checks in `dir`, tests first, started by `launcher` (in the
+/// agent's sandbox when it has one).
+pub async fn run_gate(
+    request: &GateRequest,
+    defaults: &GateDefaults,
+    dir: &Path,
+    launcher: &Launcher,
+) -> GateOutcome {
     let mut outcome = GateOutcome::default();
     let checks = [
         (
@@ -81,7 +88,7 @@ pub async fn run_gate(request: &GateRequest, defaults: &GateDefaults, dir: &Path
         } else {
             asked.as_str()
         };
-        let (passed, output) = match run_shell(command, dir, defaults.limit).await {
+        let (passed, output) = match run_shell(command, dir, defaults.limit, launcher).await {
             Ok(finished) => (finished.success, finished.output),
             Err(err) => {
                 outcome.error = err.to_string();

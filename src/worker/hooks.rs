@@ -44,6 +44,9 @@ pub struct Hooks {
     starts: mpsc::UnboundedSender<String>,
     /// The agent's last message, from its Stop hook.
     last_message: Mutex<String>,
+    /// The call allowed last whose result has not come yet: what was running when the
+    /// sandbox refused something.
+    running: Mutex<String>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -89,6 +92,7 @@ impl Hooks {
             sessions: Mutex::default(),
             starts,
             last_message: Mutex::default(),
+            running: Mutex::default(),
         };
         (Arc::new(hooks), notes_rx, starts_rx)
     }
@@ -118,6 +122,11 @@ impl Hooks {
             decision: pb::Decision::Deny as i32,
             reason: format!("runplane refused the call: {}", error.message),
         });
+    }
+
+    /// The call running now (allowed, no result yet); empty when none is.
+    pub fn running_call(&self) -> String {
+        lock(&self.running).clone()
     }
 
     /// The agent's last message, as its Stop hook reported it.
@@ -196,6 +205,7 @@ impl Hooks {
         // Anything but a final allow is a deny: an unknown value, or an ask with no final
         // answer.
         let verdict = if response.decision == pb::Decision::Allow as i32 {
+            *lock(&self.running) = call_id;
             "allow"
         } else {
             "deny"
@@ -206,6 +216,12 @@ impl Hooks {
     /// Reports a tool's result; a result for a call runplane never decided stops the run.
     fn report(&self, event: &str, payload: &Value) -> Result<(), String> {
         let call = tool_call(payload).map_err(|e| e.to_string())?;
+        {
+            let mut running = lock(&self.running);
+            if *running == call.call_id {
+                running.clear();
+            }
+        }
         if !lock(&self.asked).contains(&call.call_id) {
             return self.note(Note::Unjudged(format!(
                 "the agent ran {} (call {}) without runplane's decision: its PreToolUse hook \

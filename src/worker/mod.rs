@@ -6,6 +6,8 @@
 pub mod agent;
 pub mod claude;
 pub mod codex;
+pub mod contain;
+pub mod egress;
 pub mod gate;
 pub mod git;
 pub mod hook_server;

@@ -28,7 +28,7 @@ pub async fn hooks_live(
     workspace: &Path,
     starts: &mut mpsc::UnboundedReceiver<String>,
     limit: Duration,
-    launcher: &Path,
+    launcher: &agent::Launcher,
 ) -> Result<(), String> {
     // Held open while the probe runs: the agent's connection waits in its backlog.
     let silent_model = std::net::TcpListener::bind("127.0.0.1:0")

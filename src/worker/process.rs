@@ -8,7 +8,8 @@ use std::time::Duration;
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 use tokio::io::AsyncReadExt as _;
-use tokio::process::Command;
+
+use super::agent::Launcher;
 
 /// How much of a command's output is kept: the end, where test runners and linters put
 /// their summary and the failures.
@@ -36,17 +37,23 @@ pub struct SpawnError {
     pub source: std::io::Error,
 }
 
-/// Runs `command` with `sh -c` in `dir`, stdin closed, in a process group of its own so
-/// that the time limit ends everything it started, not just the shell.
-pub async fn run_shell(command: &str, dir: &Path, limit: Duration) -> Result<Finished, SpawnError> {
+/// Runs `command` with `sh -c` in `dir` through `launcher` (so in the agent's sandbox
+/// when it has one: the command runs what the agent wrote), stdin closed, in a process
+/// group of its own so that the time limit ends everything it started, not just the shell.
+pub async fn run_shell(
+    command: &str,
+    dir: &Path,
+    limit: Duration,
+    launcher: &Launcher,
+) -> Result<Finished, SpawnError> {
     let spawn_error = |source| SpawnError {
         command: command.to_string(),
         source,
     };
     // stderr is merged into stdout by the shell, so the tail keeps their order.
-    let mut child = Command::new("sh")
-        .arg("-c")
-        .arg(format!("exec 2>&1; {command}"))
+    let line = ["sh".into(), "-c".into(), format!("exec 2>&1; {command}")];
+    let mut child = launcher
+        .command(&line)
         .current_dir(dir)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

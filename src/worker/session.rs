@@ -10,7 +10,9 @@ use tokio::process::Child;
 use tokio::signal::unix::{signal, Signal, SignalKind};
 use tonic::transport::Channel;
 
-use super::agent;
+use super::agent::{self, Launcher};
+use super::contain::{Containment, Facts};
+use super::egress::Refusal;
 use super::gate::{run_gate, GateDefaults, GateRequest};
 use super::git::{Start, Workspace};
 use super::hook_server::HookServer;
@@ -19,7 +21,7 @@ use super::hooks::{tail, Hooks, Note};
 use super::launch::{self, HookCommand, Launch};
 use super::link::Link;
 use super::probe;
-use crate::domain::DeliverMode;
+use crate::domain::{DeliverMode, SandboxPolicy};
 use crate::grpc::pb;
 use crate::grpc::pb::coordinator_message::Message as Out;
 use crate::grpc::pb::worker_message::Message as In;
@@ -51,6 +53,10 @@ pub struct WorkConfig {
     pub probe_timeout: Duration,
     /// How long to keep re-attaching after the session drops.
     pub reattach_for: Duration,
+    /// Run the agent and the gate in the kernel sandbox (`--sandbox on`, the default).
+    pub sandbox: bool,
+    /// runplane's credential files on this machine, hidden from the agent.
+    pub credentials: Vec<PathBuf>,
 }
 
 /// Why the worker stopped without a finished run.
@@ -90,7 +96,7 @@ pub async fn work(channel: Channel, config: WorkConfig) -> Result<pb::Run, WorkE
         token: config.worker_token.clone(),
         workspace_root: config.workspace.display().to_string(),
     };
-    let (mut link, _) = Link::open(channel, attach, config.reattach_for).await?;
+    let (mut link, attached) = Link::open(channel, attach, config.reattach_for).await?;
 
     let (hooks, mut notes, mut starts) = Hooks::new(config.run_id.clone());
     let socket_dir = tempfile::Builder::new()
@@ -107,13 +113,37 @@ pub async fn work(channel: Channel, config: WorkConfig) -> Result<pb::Run, WorkE
     );
     let launch =
         launch::prepare(config.agent, &config.command, &hook_command).map_err(WorkError::Local)?;
-    let mut agent = match start_agent(&config, &launch, &mut starts).await {
-        Ok(running) => Some(running),
+    let policy = attached.sandbox.map(sandbox_policy).unwrap_or_default();
+    let facts = Facts {
+        workspace: &config.workspace,
+        private: socket_dir.path(),
+        agent: config.agent,
+        launch: &launch,
+        credentials: config.credentials.clone(),
+    };
+    // Without a launcher (the sandbox could not be prepared) nothing is ever started.
+    let (launcher, mut refusals, _containment) = match contain(&config, &policy, facts).await {
+        Ok((launcher, refusals, containment)) => {
+            link.send(sandbox_report(containment.as_ref()));
+            (Some(launcher), refusals, containment)
+        }
         Err(why) => {
             link.send(failed(why));
-            None
+            (None, tokio::sync::mpsc::unbounded_channel().1, None)
         }
     };
+    let mut agent = match &launcher {
+        Some(launcher) => match start_agent(&config, &launch, &mut starts, launcher).await {
+            Ok(running) => Some(running),
+            Err(why) => {
+                link.send(failed(why));
+                None
+            }
+        },
+        None => None,
+    };
+    // What the probe tried (its model address is refused by design) is not the agent's.
+    while refusals.try_recv().is_ok() {}
     let mut stopping = Signals::new().map_err(|e| WorkError::Local(format!("signals: {e}")))?;
     let mut gate: Option<GateOutcome> = None;
     let mut delivered: Option<pb::DeliveryResult> = None;
@@ -128,6 +158,9 @@ pub async fn work(channel: Channel, config: WorkConfig) -> Result<pb::Run, WorkE
                     error: if success { String::new() } else { "the agent exited with an error".into() },
                     output: hooks.last_message(),
                 }));
+            }
+            Some(refusal) = refusals.recv() => {
+                link.send(egress_refused(refusal, hooks.running_call()));
             }
             Some(note) = notes.recv() => match note {
                 Note::Send(message) => link.send(message),
@@ -162,7 +195,7 @@ pub async fn work(channel: Channel, config: WorkConfig) -> Result<pb::Run, WorkE
                     return Ok(ended(&config.run_id, terminate.status, terminate.reason));
                 }
                 Out::QualityGateRequest(request) => {
-                    let outcome = GateOutcome::run(request, &config).await;
+                    let outcome = GateOutcome::run(request, &config, launcher.as_ref()).await;
                     link.send(In::QualityGateResult(outcome.result.clone()));
                     gate = Some(outcome);
                 }
@@ -221,6 +254,7 @@ async fn start_agent(
     config: &WorkConfig,
     launch: &Launch,
     starts: &mut tokio::sync::mpsc::UnboundedReceiver<String>,
+    launcher: &Launcher,
 ) -> Result<Running, String> {
     probe::hooks_live(
         config.agent,
@@ -228,16 +262,11 @@ async fn start_agent(
         &config.workspace,
         starts,
         config.probe_timeout,
-        &config.runplane,
+        launcher,
     )
     .await?;
-    let child = agent::spawn(
-        launch,
-        &config.workspace,
-        Stdio::inherit(),
-        &config.runplane,
-    )
-    .map_err(|e| format!("cannot start {:?}: {e}", config.command.first()))?;
+    let child = agent::spawn(launch, &config.workspace, Stdio::inherit(), launcher)
+        .map_err(|e| format!("cannot start {:?}: {e}", config.command.first()))?;
     let group = agent::GroupGuard::new(&child);
     Ok(Running {
         child,
@@ -268,14 +297,24 @@ struct GateOutcome {
 }
 
 impl GateOutcome {
-    async fn run(gate: pb::QualityGateRequest, config: &WorkConfig) -> GateOutcome {
+    async fn run(
+        gate: pb::QualityGateRequest,
+        config: &WorkConfig,
+        launcher: Option<&Launcher>,
+    ) -> GateOutcome {
         let request = GateRequest {
             run_tests: gate.run_tests,
             run_lint: gate.run_lint,
             test_command: gate.test_command,
             lint_command: gate.lint_command,
         };
-        let outcome = run_gate(&request, &config.gate, &config.workspace).await;
+        let outcome = match launcher {
+            Some(launcher) => run_gate(&request, &config.gate, &config.workspace, launcher).await,
+            None => super::gate::GateOutcome {
+                error: "the gate cannot run: the agent's sandbox could not be prepared".into(),
+                ..Default::default()
+            },
+        };
         GateOutcome {
             result: pb::QualityGateResult {
                 tests_passed: outcome.tests_passed,
@@ -343,4 +382,84 @@ async fn deliver(
             ..Default::default()
         },
     }
+}
+
+/// The run's sandbox, or none with `--sandbox off` (refused when the profile requires
+/// it); the launcher that starts processes in it, and the proxy's refusals.
+async fn contain(
+    config: &WorkConfig,
+    policy: &SandboxPolicy,
+    facts: Facts<'_>,
+) -> Result<
+    (
+        Launcher,
+        tokio::sync::mpsc::UnboundedReceiver<Refusal>,
+        Option<Containment>,
+    ),
+    String,
+> {
+    if !config.sandbox {
+        if policy.required {
+            return Err(format!(
+                "the run's profile {:?} requires the agent's sandbox: runplane work \
+                 --sandbox off is refused",
+                policy.profile
+            ));
+        }
+        let launcher = Launcher {
+            runplane: config.runplane.clone(),
+            sandbox: None,
+            env: Vec::new(),
+        };
+        let (_, none) = tokio::sync::mpsc::unbounded_channel();
+        return Ok((launcher, none, None));
+    }
+    let (containment, refusals) = Containment::prepare(policy, facts).await?;
+    let launcher = Launcher {
+        runplane: config.runplane.clone(),
+        sandbox: Some(containment.spec.clone()),
+        env: containment.env.clone(),
+    };
+    Ok((launcher, refusals, Some(containment)))
+}
+
+fn sandbox_policy(policy: pb::SandboxPolicy) -> SandboxPolicy {
+    SandboxPolicy {
+        profile: policy.profile,
+        profile_hash: policy.profile_hash,
+        secrets: policy.secrets,
+        required: policy.required,
+        egress: policy.egress,
+    }
+}
+
+fn egress_refused(refusal: Refusal, call_id: String) -> In {
+    In::SandboxReport(pb::SandboxReport {
+        report: Some(pb::sandbox_report::Report::EgressRefused(
+            pb::EgressRefused {
+                host: refusal.host,
+                port: u32::from(refusal.port),
+                method: refusal.method,
+                call_id,
+                reason: refusal.reason,
+            },
+        )),
+    })
+}
+
+/// The report of the sandbox in force (`None`: `--sandbox off`).
+fn sandbox_report(containment: Option<&Containment>) -> In {
+    use pb::sandbox_report::Report;
+    let report = match containment {
+        Some(c) => Report::Enforced(pb::SandboxEnforced {
+            plan_hash: c.plan.hash(),
+            layers: c.layers.clone(),
+        }),
+        None => Report::Off(pb::SandboxOff {
+            reason: "runplane work --sandbox off".into(),
+        }),
+    };
+    In::SandboxReport(pb::SandboxReport {
+        report: Some(report),
+    })
 }

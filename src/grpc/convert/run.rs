@@ -6,6 +6,7 @@ use super::{
     bounded, from_timestamp, non_negative, non_negative_finite, required, required_timestamp,
     timestamp, ConvertError,
 };
+use crate::domain::SandboxState;
 use crate::domain::{
     Decision, DeliverMode, ExecMode, Run, StallTracker, StartRequest, Status, ToolCallRequest,
     ToolCallResponse, ToolCallResult,
@@ -128,6 +129,10 @@ impl From<&Run> for pb::Run {
             output: run.output.clone(),
             error: run.error.clone(),
             version: run.version,
+            sandbox: run
+                .sandbox
+                .map(|s| s.as_str().to_string())
+                .unwrap_or_default(),
             started_at: Some(timestamp(run.started_at)),
             completed_at: run.completed_at.map(timestamp),
             created_at: Some(timestamp(run.created_at)),
@@ -185,6 +190,17 @@ impl TryFrom<pb::Run> for Run {
                 .transpose()?,
             created_at: required_timestamp("created_at", run.created_at)?,
             updated_at: required_timestamp("updated_at", run.updated_at)?,
+            sandbox: match run.sandbox.as_str() {
+                "" => None,
+                "enforced" => Some(SandboxState::Enforced),
+                "unsandboxed" => Some(SandboxState::Unsandboxed),
+                other => {
+                    return Err(ConvertError::OutOfRange {
+                        field: "sandbox",
+                        problem: format!("{other:?} is not enforced, unsandboxed or empty"),
+                    })
+                }
+            },
         })
     }
 }

@@ -6,6 +6,7 @@ use crate::coordinator::{
     WorkerInput,
 };
 use crate::domain::Event;
+use crate::domain::{EgressRefusal, SandboxPolicy, SandboxReport};
 use crate::domain::{Status, ToolCallRequest, ToolCallResult};
 use crate::grpc::pb;
 use crate::grpc::pb::coordinator_message::Message as Out;
@@ -78,6 +79,51 @@ pub fn worker_input(message: pb::WorkerMessage) -> Result<WorkerInput, SessionEr
             }))
         }
         Some(In::Heartbeat(_)) => Ok(WorkerInput::Heartbeat),
+        Some(In::SandboxReport(report)) => sandbox_report(report)
+            .map(WorkerInput::Sandbox)
+            .map_err(|e| invalid("", e)),
+    }
+}
+
+fn sandbox_report(report: pb::SandboxReport) -> Result<SandboxReport, ConvertError> {
+    use pb::sandbox_report::Report;
+    match report.report {
+        None => Err(ConvertError::Required {
+            field: "sandbox_report.report",
+        }),
+        Some(Report::Enforced(enforced)) => Ok(SandboxReport::Enforced {
+            plan_hash: super::required("sandbox_report.enforced.plan_hash", enforced.plan_hash)?,
+            layers: enforced
+                .layers
+                .into_iter()
+                .map(|layer| bounded("sandbox_report.enforced.layers", layer))
+                .collect::<Result<_, _>>()?,
+        }),
+        Some(Report::Off(off)) => Ok(SandboxReport::Off {
+            reason: bounded("sandbox_report.off.reason", off.reason)?,
+        }),
+        Some(Report::EgressRefused(refused)) => Ok(SandboxReport::EgressRefused(EgressRefusal {
+            host: super::required("sandbox_report.egress_refused.host", refused.host)?,
+            port: u16::try_from(refused.port).map_err(|_| ConvertError::OutOfRange {
+                field: "sandbox_report.egress_refused.port",
+                problem: format!("{} is not a TCP port", refused.port),
+            })?,
+            method: bounded("sandbox_report.egress_refused.method", refused.method)?,
+            call_id: bounded("sandbox_report.egress_refused.call_id", refused.call_id)?,
+            reason: bounded("sandbox_report.egress_refused.reason", refused.reason)?,
+        })),
+    }
+}
+
+impl From<&SandboxPolicy> for pb::SandboxPolicy {
+    fn from(policy: &SandboxPolicy) -> pb::SandboxPolicy {
+        pb::SandboxPolicy {
+            profile: policy.profile.clone(),
+            profile_hash: policy.profile_hash.clone(),
+            secrets: policy.secrets.clone(),
+            required: policy.required,
+            egress: policy.egress.clone(),
+        }
     }
 }
 
@@ -92,10 +138,12 @@ pub fn coordinator_message(push: Push) -> Option<pb::CoordinatorMessage> {
             run,
             limits,
             resumed,
+            sandbox,
         } => Out::Attached(pb::Attached {
             run: Some(pb::Run::from(&*run)),
             limits: Some(pb::TerminationCondition::from(&limits)),
             resumed,
+            sandbox: Some(pb::SandboxPolicy::from(&*sandbox)),
         }),
         Push::Decision(response) => Out::ToolCallResponse(pb::ToolCallResponse::from(&response)),
         Push::ResultAck {

@@ -196,11 +196,12 @@ fn definition_hash(run: &Run) -> u64 {
         completed_at,
         created_at,
         updated_at: _,
+        sandbox,
     } = run;
     let mut hasher = Xxh3::new();
     (id, task_id, agent_id, project_id, team_id, policy_profile).hash(&mut hasher);
     (exec_mode, deliver_mode, status, output, error).hash(&mut hasher);
-    (started_at, completed_at, created_at).hash(&mut hasher);
+    (started_at, completed_at, created_at, sandbox).hash(&mut hasher);
     hasher.finish()
 }
 

@@ -1,0 +1,60 @@
+//! The agent's sandbox, as the run's actor sees it: what the run's pinned profile tells
+//! the worker at attach, and the worker's reports, each recorded before anything else
+//! happens in the run.
+
+use tracing::warn;
+
+use super::actor::RunActor;
+use super::messages::{Push, SessionError};
+use crate::domain::{Decision, EventKind, SandboxPolicy, SandboxReport, Status};
+use crate::store::StoreError;
+
+/// The ports a WebFetch allow rule's domains are admitted on: what a URL without a port
+/// means.
+const WEB_PORTS: [u16; 2] = [443, 80];
+
+impl RunActor {
+    /// What the run's pinned profile says about the sandbox.
+    pub(super) fn sandbox_policy(&self) -> SandboxPolicy {
+        let profile = self.profile.profile();
+        let mut egress = profile.sandbox.egress.clone();
+        let web_hosts = profile
+            .rules
+            .iter()
+            .filter(|rule| rule.specifier.tool == "WebFetch" && rule.decision == Decision::Allow)
+            .flat_map(|rule| rule.domain_allow.iter());
+        for host in web_hosts {
+            egress.extend(WEB_PORTS.iter().map(|port| format!("{host}:{port}")));
+        }
+        SandboxPolicy {
+            profile: profile.name.clone(),
+            profile_hash: self.profile.hash().to_string(),
+            secrets: profile.secrets.clone(),
+            required: profile.sandbox.required,
+            egress,
+        }
+    }
+
+    /// Records a worker's report. A run whose profile requires the sandbox fails when
+    /// its worker says the agent runs without one: `runplane work` refuses that itself,
+    /// so the report comes from a worker that does not keep the rule.
+    pub(super) async fn on_sandbox(&mut self, report: SandboxReport) -> Result<(), StoreError> {
+        if let Some(state) = report.state() {
+            self.run_mut().sandbox = Some(state);
+        }
+        let refused_off =
+            matches!(report, SandboxReport::Off { .. }) && self.profile.profile().sandbox.required;
+        self.record(EventKind::Sandbox(report));
+        if refused_off && self.run.status == Status::Running {
+            let why = format!(
+                "the run's profile {:?} requires the agent's sandbox; a worker that runs the \
+                 agent without one is refused",
+                self.profile.profile().name
+            );
+            warn!("{why}");
+            self.push(Push::Error(SessionError::precondition("", why.clone())));
+            return self.finish(Status::Failed, why).await;
+        }
+        self.commit().await
+    }
+}

@@ -1,0 +1,223 @@
+//! The worker's side of the agent's sandbox: the plan compiled from what the run's profile
+//! says and what this machine is, placed on the filesystem, written as the spec
+//! `runplane exec-agent` starts processes by, and the egress proxy the agent's network
+//! goes through. Everything here happens before the agent starts; if any of it fails, the
+//! agent does not start.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use tokio::sync::mpsc;
+
+use super::egress::{EgressProxy, Refusal};
+use super::hook_wire::Agent;
+use super::launch::Launch;
+use crate::domain::SandboxPolicy;
+use crate::policy::EgressEndpoint;
+use crate::sandbox::bwrap;
+use crate::sandbox::materialise::{materialise, Placeholders};
+use crate::sandbox::plan::{self, Plan, PlanInput};
+use crate::sandbox::{missing, Spec};
+
+/// The sandbox of one run, alive as long as the run's worker.
+pub struct Containment {
+    /// The plan in force.
+    pub plan: Plan,
+    /// The spec file `runplane exec-agent --sandbox` reads.
+    pub spec: PathBuf,
+    /// The layers enforced, for the log.
+    pub layers: Vec<String>,
+    /// Variables the agent and the gate get: TMPDIR and the proxy.
+    pub env: Vec<(String, OsString)>,
+    /// The proxy; refusals arrive on the receiver `prepare` returns.
+    _proxy: EgressProxy,
+    /// The agent's TMPDIR, removed with the run.
+    _run_tmp: tempfile::TempDir,
+    /// Protected directories made for the run, removed after it when still empty.
+    _placeholders: Placeholders,
+}
+
+/// What the worker knows of this machine for the plan.
+pub struct Facts<'a> {
+    /// The workspace (canonical).
+    pub workspace: &'a Path,
+    /// The worker's private directory (the hook socket's).
+    pub private: &'a Path,
+    /// Which agent runs.
+    pub agent: Agent,
+    /// How it is launched (its own state directory, its model endpoint).
+    pub launch: &'a Launch,
+    /// runplane's credential files on this machine (the token file).
+    pub credentials: Vec<PathBuf>,
+}
+
+impl Containment {
+    /// Prepares the sandbox, or says what is missing and what to do.
+    pub async fn prepare(
+        policy: &SandboxPolicy,
+        facts: Facts<'_>,
+    ) -> Result<(Containment, mpsc::UnboundedReceiver<Refusal>), String> {
+        let missing = missing();
+        if !missing.is_empty() {
+            return Err(format!(
+                "the agent's sandbox cannot be enforced on this machine, so the agent is not \
+                 started: {}",
+                missing.join("; ")
+            ));
+        }
+        let run_tmp = tempfile::Builder::new()
+            .prefix("runplane-agent-tmp")
+            .tempdir()
+            .map_err(|e| format!("the agent's TMPDIR: {e}"))?;
+        let home = std::env::var_os("HOME")
+            .map(PathBuf::from)
+            .ok_or("HOME is not set: the sandbox cannot place ~/ secrets")?;
+        let mut egress = policy.egress.clone();
+        egress.extend(model_endpoints(facts.agent, facts.launch));
+        let input = PlanInput {
+            workspace: facts.workspace.to_path_buf(),
+            git_dirs: git_dirs(facts.workspace),
+            home: home.clone(),
+            run_tmp: run_tmp.path().to_path_buf(),
+            private: facts.private.to_path_buf(),
+            agent_state: agent_state(facts.agent, facts.launch, &home),
+            secrets: policy.secrets.clone(),
+            credentials: facts.credentials,
+            egress,
+        };
+        let plan = plan::compile(&input);
+        let allowed = plan
+            .egress
+            .iter()
+            .map(|e| EgressEndpoint::parse(e))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| format!("an egress endpoint of the run's profile: {e}"))?;
+        let (refusals, refused) = mpsc::unbounded_channel();
+        let proxy = EgressProxy::start(allowed, refusals)
+            .await
+            .map_err(|e| format!("the egress proxy: {e}"))?;
+        let (mounts, placeholders) =
+            materialise(&plan, facts.private).map_err(|e| e.to_string())?;
+        let spec = Spec {
+            bwrap: bwrap::args(&mounts),
+            writable: mounts.writable.clone(),
+            connect_ports: vec![proxy.addr().port()],
+        };
+        let spec_path = facts.private.join("sandbox.json");
+        spec.write(&spec_path).map_err(|e| e.to_string())?;
+        let env = environment(&plan, proxy.addr());
+        let containment = Containment {
+            plan,
+            spec: spec_path,
+            layers: vec![
+                "bubblewrap".into(),
+                "landlock-abi-6".into(),
+                "seccomp".into(),
+            ],
+            env,
+            _proxy: proxy,
+            _run_tmp: run_tmp,
+            _placeholders: placeholders,
+        };
+        Ok((containment, refused))
+    }
+}
+
+/// TMPDIR and the proxy, in both spellings clients read; `NO_PROXY` emptied, since a
+/// direct connection would fail in the kernel anyway.
+fn environment(plan: &Plan, proxy: std::net::SocketAddr) -> Vec<(String, OsString)> {
+    let url = format!("http://{proxy}");
+    let mut env = vec![("TMPDIR".to_string(), plan.tmpdir.clone().into_os_string())];
+    for name in ["HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY"] {
+        env.push((name.to_string(), url.clone().into()));
+        env.push((name.to_lowercase(), url.clone().into()));
+    }
+    for name in ["NO_PROXY", "no_proxy"] {
+        env.push((name.to_string(), OsString::new()));
+    }
+    env
+}
+
+/// The agent's own state: written by the agent as it runs.
+fn agent_state(agent: Agent, launch: &Launch, home: &Path) -> Vec<PathBuf> {
+    let mut state: Vec<PathBuf> = match agent {
+        Agent::ClaudeCode => vec![home.join(".claude"), home.join(".claude.json")],
+        Agent::Codex => vec![home.join(".codex")],
+    };
+    state.extend(
+        launch
+            .env
+            .iter()
+            .filter(|(name, _)| name == "CODEX_HOME")
+            .map(|(_, value)| PathBuf::from(value)),
+    );
+    state
+}
+
+/// The model endpoints the agent talks to: its base URL when the environment or its
+/// configuration names one, the provider's public endpoint otherwise.
+fn model_endpoints(agent: Agent, launch: &Launch) -> Vec<String> {
+    let variable = |name: &str| {
+        launch
+            .env
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.to_string_lossy().into_owned())
+            .or_else(|| std::env::var(name).ok())
+    };
+    let from_url = |text: &str| -> Option<String> {
+        let url = url::Url::parse(text).ok()?;
+        Some(format!(
+            "{}:{}",
+            url.host_str()?,
+            url.port_or_known_default()?
+        ))
+    };
+    match agent {
+        Agent::ClaudeCode => vec![variable("ANTHROPIC_BASE_URL")
+            .and_then(|u| from_url(&u))
+            .unwrap_or_else(|| "api.anthropic.com:443".into())],
+        Agent::Codex => {
+            let configured = variable("CODEX_HOME")
+                .and_then(|home| std::fs::read_to_string(Path::new(&home).join("config.toml")).ok())
+                .and_then(|text| codex_base_url(&text))
+                .or_else(|| variable("OPENAI_BASE_URL"))
+                .and_then(|u| from_url(&u));
+            match configured {
+                Some(endpoint) => vec![endpoint],
+                None => vec!["api.openai.com:443".into(), "chatgpt.com:443".into()],
+            }
+        }
+    }
+}
+
+/// The base URL of Codex's configured model provider.
+fn codex_base_url(config: &str) -> Option<String> {
+    let table: toml::Table = toml::from_str(config).ok()?;
+    let provider = table.get("model_provider")?.as_str()?;
+    let url = table
+        .get("model_providers")?
+        .get(provider)?
+        .get("base_url")?
+        .as_str()?;
+    Some(url.to_string())
+}
+
+/// A worktree's git directories when `.git` is a file pointing elsewhere.
+fn git_dirs(workspace: &Path) -> Vec<PathBuf> {
+    let dot_git = workspace.join(".git");
+    let Ok(text) = std::fs::read_to_string(&dot_git) else {
+        return Vec::new();
+    };
+    let Some(dir) = text.trim().strip_prefix("gitdir:") else {
+        return Vec::new();
+    };
+    let dir = workspace.join(dir.trim());
+    let mut dirs = vec![dir.clone()];
+    if let Ok(common) = std::fs::read_to_string(dir.join("commondir")) {
+        dirs.push(dir.join(common.trim()));
+    }
+    dirs.into_iter()
+        .filter_map(|d| std::fs::canonicalize(d).ok())
+        .collect()
+}
