@@ -1,8 +1,8 @@
 //! The agent's sandbox against the real kernel, through the entry point the agent is
 //! started by (`runplane exec-agent --sandbox SPEC`): for each class of escape a process
 //! tries it and fails with the exact error, and an honest neighbour succeeds. Needs
-//! bubblewrap and Landlock ABI 6; without them each test fails saying what is missing
-//! (`.ci/run` installs bubblewrap).
+//! bubblewrap and Landlock ABI 6: without them each test says what is missing and stops,
+//! and under `RUNPLANE_REQUIRE_SANDBOX=1` (`.ci/run`, which installs bubblewrap) it fails.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -35,12 +35,18 @@ fn dir(prefix: &str) -> tempfile::TempDir {
 }
 
 impl Sandbox {
-    async fn new(egress: &[&str]) -> Sandbox {
+    async fn new(egress: &[&str]) -> Option<Sandbox> {
         let missing = missing();
-        assert!(
-            missing.is_empty(),
-            "the sandbox cannot run here: {missing:?}"
-        );
+        if std::env::var_os("RUNPLANE_REQUIRE_SANDBOX").is_some() {
+            assert!(
+                missing.is_empty(),
+                "the sandbox is required here: {missing:?}"
+            );
+        }
+        if !missing.is_empty() {
+            eprintln!("skipped: the sandbox cannot run here: {missing:?}");
+            return None;
+        }
         let (ws, home, private, tmp) = (dir("ws"), dir("home"), dir("private"), dir("tmp"));
         let canon = |d: &tempfile::TempDir| std::fs::canonicalize(d.path()).expect("canonical");
         let (workspace, home_dir) = (canon(&ws), canon(&home));
@@ -79,7 +85,7 @@ impl Sandbox {
         let spec_path = canon(&private).join("sandbox.json");
         spec.write(&spec_path).expect("spec");
         let url = format!("http://{}", proxy.addr());
-        Sandbox {
+        Some(Sandbox {
             _dirs: vec![ws, home, private, tmp],
             _placeholders: placeholders,
             workspace,
@@ -91,7 +97,7 @@ impl Sandbox {
                 ("HTTP_PROXY".into(), url.clone()),
                 ("HTTPS_PROXY".into(), url),
             ],
-        }
+        })
     }
 
     /// Runs `script` with `sh -c` in the sandbox; (exit code, stdout+stderr).
@@ -134,7 +140,9 @@ fn py(code: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn writes_go_only_to_the_workspace_and_never_to_its_protected_places() {
-    let sb = Sandbox::new(&[]).await;
+    let Some(sb) = Sandbox::new(&[]).await else {
+        return;
+    };
     sb.allowed("echo ok > src.txt && cat src.txt && mkdir -p a/b && echo x > a/b/c");
     sb.allowed("echo tmp > \"$TMPDIR/x\" 2>/dev/null || echo tmp > /tmp/x; cat /tmp/x || true");
     for (script, error) in [
@@ -167,7 +175,9 @@ async fn writes_go_only_to_the_workspace_and_never_to_its_protected_places() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn secrets_and_runplane_tokens_cannot_be_read() {
-    let sb = Sandbox::new(&[]).await;
+    let Some(sb) = Sandbox::new(&[]).await else {
+        return;
+    };
     sb.allowed("cat /etc/hostname >/dev/null && ls src 2>/dev/null; true");
     for script in [
         "cat .env".to_string(),
@@ -181,7 +191,9 @@ async fn secrets_and_runplane_tokens_cannot_be_read() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_worker_and_other_processes_are_out_of_reach() {
-    let sb = Sandbox::new(&[]).await;
+    let Some(sb) = Sandbox::new(&[]).await else {
+        return;
+    };
     let me = std::process::id();
     sb.refused(&format!("cat /proc/{me}/environ"), "No such file");
     sb.refused(&format!("kill -9 {me}"), "No such process");
@@ -211,7 +223,9 @@ async fn network_goes_only_through_the_proxy_to_admitted_endpoints() {
                 .await;
         }
     });
-    let mut sb = Sandbox::new(&[&format!("127.0.0.1:{allowed_port}")]).await;
+    let Some(mut sb) = Sandbox::new(&[&format!("127.0.0.1:{allowed_port}")]).await else {
+        return;
+    };
     sb.refused(
         &py(&format!(
             "import socket; socket.create_connection((\"127.0.0.1\", {other}))"

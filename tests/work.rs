@@ -73,7 +73,7 @@ async fn an_agent_under_runplane_work_is_judged_held_gated_and_delivered() {
     let script_file = repo.path().join(".git/script.json");
     std::fs::write(&script_file, script.to_string()).unwrap();
     let agent = format!("{}/tests/agents/fake_claude.py", env!("CARGO_MANIFEST_DIR"));
-    let worker = tokio::process::Command::new(env!("CARGO_BIN_EXE_runplane"))
+    let worker = runplane_work()
         .args(["work", "--run", &run_id, "--hook-timeout", "30", "--server"])
         .arg(format!("http://{}", server.addr))
         .arg("--workspace")
@@ -169,7 +169,7 @@ async fn a_cancel_stops_the_agent_at_once() {
     let script_file = repo.path().join(".git/script.json");
     std::fs::write(&script_file, script.to_string()).unwrap();
     let agent = format!("{}/tests/agents/fake_claude.py", env!("CARGO_MANIFEST_DIR"));
-    let mut worker = tokio::process::Command::new(env!("CARGO_BIN_EXE_runplane"))
+    let mut worker = runplane_work()
         .args(["work", "--run", &run_id, "--hook-timeout", "60", "--server"])
         .arg(format!("http://{}", server.addr))
         .arg("--workspace")
@@ -210,7 +210,7 @@ async fn fake_work(
     let script_file = repo.path().join(".git/script.json");
     std::fs::write(&script_file, script.to_string()).unwrap();
     let agent = format!("{}/tests/agents/fake_claude.py", env!("CARGO_MANIFEST_DIR"));
-    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_runplane"))
+    let output = runplane_work()
         .arg("work")
         .args(flags)
         .arg("--server")
@@ -431,4 +431,11 @@ async fn a_call_runplane_refuses_is_denied_at_once_not_held() {
     // The run went on to its gate (which fails: the agent wrote no src/lib.rs).
     let run = server.get_run(&run_id).await;
     assert_eq!(run.error, "quality gate failed: tests did not pass");
+}
+
+/// `runplane`, for `runplane work`, in the sandbox where it can run.
+fn runplane_work() -> tokio::process::Command {
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_runplane"));
+    command.env("RUNPLANE_SANDBOX", sandbox_mode());
+    command
 }

@@ -63,7 +63,7 @@ pub struct WorkArgs {
     /// Run the agent and the gate in the kernel sandbox compiled from the run's profile
     /// (`on`), or without one (`off`: recorded in the run's log, shown as unsandboxed, and
     /// refused when the profile requires the sandbox).
-    #[arg(long, default_value = "on", value_parser = ["on", "off"])]
+    #[arg(long, env = "RUNPLANE_SANDBOX", default_value = "on", value_parser = ["on", "off"])]
     pub sandbox: String,
     /// The run's worker token (StartRun's worker_token).
     #[arg(

@@ -733,3 +733,29 @@ pub fn version_of(text: &str) -> String {
         .hash()
         .to_string()
 }
+
+/// `--sandbox` for `runplane work` in tests that are not about the sandbox: `on` where
+/// the kernel sandbox can run — always under `RUNPLANE_REQUIRE_SANDBOX=1`, which `.ci/run`
+/// sets after installing bubblewrap — else `off`, saying so (a fresh machine with only
+/// the Rust toolchain has no bubblewrap).
+pub fn sandbox_mode() -> &'static str {
+    if sandbox_available() {
+        "on"
+    } else {
+        eprintln!("bubblewrap or Landlock is missing here: runplane work runs with --sandbox off");
+        "off"
+    }
+}
+
+/// Whether the kernel sandbox can run here; under `RUNPLANE_REQUIRE_SANDBOX=1` a missing
+/// part fails the test, naming it.
+pub fn sandbox_available() -> bool {
+    let missing = runplane::sandbox::missing();
+    if std::env::var_os("RUNPLANE_REQUIRE_SANDBOX").is_some() {
+        assert!(
+            missing.is_empty(),
+            "the sandbox is required here: {missing:?}"
+        );
+    }
+    missing.is_empty()
+}
