@@ -74,6 +74,9 @@ pub(super) fn run_details(run: &Run) -> String {
     }
     lines.push(("profile", run.policy_profile.clone()));
     lines.push(("exec mode", run.exec_mode.to_string()));
+    if let Some(sandbox) = run.sandbox {
+        lines.push(("sandbox", sandbox.as_str().to_string()));
+    }
     if let Some(mode) = run.deliver_mode {
         lines.push(("deliver mode", mode.to_string()));
     }
