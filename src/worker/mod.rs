@@ -6,6 +6,7 @@
 pub mod agent;
 pub mod claude;
 pub mod codex;
+pub mod egress;
 pub mod gate;
 pub mod git;
 pub mod hook_server;
