@@ -695,3 +695,33 @@ async fn dropping_the_proxy_ends_its_tunnels() {
         .expect("the tunnel ends with the proxy");
     assert!(ended.is_err() || rest.is_empty());
 }
+
+#[tokio::test]
+async fn a_request_head_over_the_size_limit_is_refused_and_reported() {
+    let (proxy, mut refused) = proxy(vec![]).await;
+    let mut stream = TcpStream::connect(proxy.addr()).await.unwrap();
+    let head = format!(
+        "GET http://example.com/ HTTP/1.1\r\nX-Big: {}\r\n\r\n",
+        "a".repeat(512 * 1024)
+    );
+    // The proxy may close before reading it all; what matters is what it reports.
+    let _ = stream.write_all(head.as_bytes()).await;
+    let mut answer = Vec::new();
+    let _ = tokio::time::timeout(PATIENCE, stream.read_to_end(&mut answer)).await;
+    if !answer.is_empty() {
+        assert!(
+            answer.starts_with(b"HTTP/1.1 431 Request Header Fields Too Large\r\n"),
+            "{:?}",
+            String::from_utf8_lossy(&answer)
+        );
+    }
+    let got = tokio::time::timeout(PATIENCE, refused.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (got.host.as_str(), got.port, got.method.as_str()),
+        ("", 0, "")
+    );
+    assert!(got.reason.starts_with("malformed request: "), "{got:?}");
+}
