@@ -168,7 +168,8 @@ async fn the_push_asks_the_users_credential_helper_never_the_repositorys() {
         .await
         .unwrap();
     assert!(!plain.status.success());
-    assert!(armed.markers().contains(&"local-helper".to_string()));
+    let fired = armed.markers();
+    assert!(fired.contains(&"local-helper".to_string()), "{fired:?}");
     let stolen = base64::engine::general_purpose::STANDARD.encode("agent:stolen");
     assert_eq!(
         seen.lock().unwrap().last(),

@@ -184,6 +184,11 @@ pub fn armed() -> Armed {
     for (key, value) in settings {
         git(d, &["config", key, value]);
     }
+    // libcurl's cookie jar, written where the repository says (only when git exits
+    // cleanly, so no control shows it: the key table covers it).
+    let jar = armed.root.path().join("markers/cookie-jar");
+    git(d, &["config", "http.cookieFile", jar.to_str().unwrap()]);
+    git(d, &["config", "http.saveCookies", "true"]);
     // An empty helper resets the list: plain git would ask only the agent's helper.
     let helper = armed.trap(
         "local-helper",

@@ -17,6 +17,7 @@
 //! The environment loses the variables that would point git at another repository or
 //! inject configuration. Why each choice: docs/AGENTS.md, "Git in the workspace".
 
+use std::collections::HashSet;
 use std::ffi::OsStr;
 use std::path::Path;
 use std::process::Stdio;
@@ -169,6 +170,10 @@ fn rule(section: &str, subsection: Option<&str>, variable: &str) -> Option<Neutr
         ("remote", Some(_), "receivepack") => To("git-receive-pack"),
         ("remote", Some(_), "uploadpack") => To("git-upload-pack"),
         ("protocol", _, "allow") => ProtocolDefault,
+        // libcurl writes its cookie jar to this path on a push over HTTP: a file the
+        // agent names (`~/.bashrc`) written as the worker. Empty turns saving off.
+        ("http", _, "cookiefile") => To(""),
+        ("http", _, "savecookies") => To("false"),
         _ => return None,
     })
 }
@@ -226,7 +231,7 @@ fn unreadable(what: &str) -> GitError {
 pub fn neutralise(listing: &[u8]) -> Result<Neutralised, GitError> {
     let entries = parse(listing)?;
     let mut out = Neutralised::default();
-    let mut done: Vec<&str> = Vec::new();
+    let mut done: HashSet<&str> = HashSet::new();
     for entry in entries.iter().filter(|e| !e.trusted) {
         let (section, subsection, variable) = split_key(entry.key);
         match (section, variable) {
@@ -237,10 +242,9 @@ pub fn neutralise(listing: &[u8]) -> Result<Neutralised, GitError> {
         let Some(neutral) = rule(section, subsection, variable) else {
             continue;
         };
-        if done.contains(&entry.key) {
+        if !done.insert(entry.key) {
             continue;
         }
-        done.push(entry.key);
         if entry.key.contains('=') {
             // `-c` splits at the first '=': the override would set another key.
             return Err(unreadable(&format!("the key {:?} contains '='", entry.key)));
@@ -292,14 +296,14 @@ pub fn neutralise(listing: &[u8]) -> Result<Neutralised, GitError> {
         }
     }
     // Configured hooks, whoever configured them: hooks never run on the worker's git.
+    let mut hooks_off: HashSet<&str> = HashSet::new();
     for entry in &entries {
         if let ("hook", Some(name), _) = split_key(entry.key) {
             if name.contains('=') {
                 return Err(unreadable(&format!("the hook name {name:?} contains '='")));
             }
-            let off = format!("hook.{name}.enabled=false");
-            if !HOOK_EVENTS.contains(&name) && !out.overrides.contains(&off) {
-                out.overrides.push(off);
+            if !HOOK_EVENTS.contains(&name) && hooks_off.insert(name) {
+                out.overrides.push(format!("hook.{name}.enabled=false"));
             }
         }
     }
