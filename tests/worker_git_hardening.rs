@@ -203,6 +203,10 @@ fn what_each_repository_key_is_neutralised_to() {
             "protocol.git.allow=never",
         ),
         (
+            "local http.savecookies=true; local http.https://x.cookiefile=/home/u/.bashrc",
+            "http.savecookies=false; http.https://x.cookiefile=",
+        ),
+        (
             "global hook.lint.command=x; local hook.evil.event=pre-commit",
             "hook.lint.enabled=false; hook.evil.enabled=false",
         ),
