@@ -4,12 +4,21 @@
 //! The start is a tree of the whole working tree, untracked files included (ignored files
 //! are not: build output stays), written through a temporary index so the user's own
 //! index is never touched, plus the commit HEAD was at.
+//!
+//! Every git command runs through [`Workspace::git`], which neutralises the repository's
+//! executable configuration first (`neutralise`): the agent writes the repository, and
+//! nothing it wrote may run as the worker.
 
 use std::path::{Path, PathBuf};
 
 use tokio::process::Command;
 
 use crate::domain::DeliverMode;
+
+mod neutralise;
+
+#[doc(hidden)]
+pub use neutralise::{neutralise, Neutralised};
 
 /// Why a git step failed, with git's own words.
 #[derive(Debug, thiserror::Error)]
@@ -124,9 +133,23 @@ impl Workspace {
     /// written inside the repository's git directory (never into the working tree).
     async fn patch(&self, start: &Start, run_id: &str) -> Result<Delivered, GitError> {
         let now = self.tree_of_worktree().await?;
-        let diff = self
-            .git(&["diff", "--binary", &start.tree, &now], &[])
-            .await?;
+        // Plumbing, so no diff UI configuration (colour, prefixes, relative paths) reaches
+        // the patch, and no external diff or textconv program runs or rewrites its content.
+        let diff = [
+            "diff-tree",
+            "-r",
+            "-p",
+            "-M",
+            "--binary",
+            "--no-ext-diff",
+            "--no-textconv",
+            "--no-color",
+            "--src-prefix=a/",
+            "--dst-prefix=b/",
+            &start.tree,
+            &now,
+        ];
+        let diff = self.git(&diff, &[]).await?;
         let git_dir = self.git(&["rev-parse", "--absolute-git-dir"], &[]).await?;
         let dir = Path::new(&git_dir).join("runplane");
         let path = dir.join(format!("{run_id}.patch"));
@@ -166,10 +189,14 @@ impl Workspace {
         remote: &str,
     ) -> Result<Delivered, GitError> {
         let branch = format!("runplane/{run_id}");
+        let receive_pack = self.receive_pack(remote).await?;
         self.git(&["checkout", "-q", "-b", &branch], &[]).await?;
         let commit = self.commit(message).await?;
-        self.git(&["push", "-q", remote, &format!("{branch}:{branch}")], &[])
-            .await?;
+        let refspec = format!("{branch}:{branch}");
+        let mut push = vec!["push", "-q"];
+        push.extend(receive_pack.as_deref());
+        push.extend([remote, refspec.as_str()]);
+        self.git(&push, &[]).await?;
         Ok(Delivered {
             commit: Some(commit),
             branch: Some(branch),
@@ -177,12 +204,54 @@ impl Workspace {
         })
     }
 
-    /// Opens a pull request for the pushed branch with `gh`.
+    /// The `--receive-pack` a push to `remote` needs: a local-path remote's receiving side
+    /// runs here, in a repository the remote URL (the agent's to write) chooses, so it runs
+    /// with that repository's hooks and checkout update off. Network remotes run theirs.
+    async fn receive_pack(&self, remote: &str) -> Result<Option<String>, GitError> {
+        let urls = match self
+            .git(&["remote", "get-url", "--push", "--all", remote], &[])
+            .await
+        {
+            // Expanded through the neutralised configuration, insteadOf rules included.
+            Ok(urls) => urls.lines().map(str::to_string).collect(),
+            Err(_) if self.neutralised().await?.rewrites_urls => {
+                return Err(GitError::Refused(format!(
+                    "{remote:?} is not a configured remote and the repository rewrites URLs \
+                     (url.*.insteadOf): runplane cannot tell where the push would go"
+                )))
+            }
+            Err(_) => vec![remote.to_string()],
+        };
+        let local = urls.iter().filter(|url| is_local_url(url)).count();
+        match local {
+            0 => Ok(None),
+            n if n == urls.len() => {
+                Ok(Some(format!("--receive-pack={}", neutralise::RECEIVE_PACK)))
+            }
+            _ => Err(GitError::Refused(format!(
+                "{remote:?} pushes both to local paths and to network remotes ({}); runplane \
+                 pushes to a local repository only with its hooks off, which it cannot ask of \
+                 the others",
+                urls.join(", ")
+            ))),
+        }
+    }
+
+    /// Opens a pull request for the pushed branch with `gh`, whose own git commands get the
+    /// same neutralised configuration (through `GIT_CONFIG_PARAMETERS`).
     async fn pull_request(&self, message: &str) -> Result<String, GitError> {
         let title = message.lines().next().unwrap_or("runplane delivery");
-        let output = Command::new("gh")
+        let neutralised = self.neutralised().await?;
+        let mut command = Command::new("gh");
+        neutralise::clean_env(&mut command);
+        let output = command
+            .env(
+                "GIT_CONFIG_PARAMETERS",
+                neutralise::config_parameters(&neutralised.overrides),
+            )
             .args(["pr", "create", "--title", title, "--body", message])
             .current_dir(&self.dir)
+            .stdin(std::process::Stdio::null())
             .output()
             .await
             .map_err(|e| {
@@ -221,27 +290,83 @@ impl Workspace {
         Ok(path)
     }
 
-    /// Runs git in the workspace; its trimmed stdout on success.
+    /// What neutralises the repository's configuration as it is now.
+    async fn neutralised(&self) -> Result<Neutralised, GitError> {
+        let list = ["config", "--list", "--show-scope", "--includes", "-z"];
+        let listing = self.run(&[], &list, &[]).await?;
+        neutralise(&listing)
+    }
+
+    /// Runs git in the workspace with the repository's executable configuration neutralised
+    /// (listed afresh for each command, so a change between two commands is seen); its
+    /// trimmed stdout on success.
     async fn git(
         &self,
         args: &[&str],
         env: &[(&str, &std::ffi::OsStr)],
     ) -> Result<String, GitError> {
-        let mut command = Command::new("git");
-        command.args(args).current_dir(&self.dir);
-        for (key, value) in env {
-            command.env(key, value);
+        let neutralised = self.neutralised().await?;
+        if neutralised.worktree_redirected {
+            self.check_worktree(&neutralised.overrides).await?;
         }
+        let stdout = self.run(&neutralised.overrides, args, env).await?;
+        Ok(String::from_utf8_lossy(&stdout).trim_end().to_string())
+    }
+
+    /// With `core.worktree` set by the repository: git must still see the workspace's own
+    /// tree (the directory holding the `.git` found from it), not one the agent named.
+    async fn check_worktree(&self, overrides: &[String]) -> Result<(), GitError> {
+        let top = self
+            .run(overrides, &["rev-parse", "--show-toplevel"], &[])
+            .await?;
+        let top = String::from_utf8_lossy(&top).trim_end().to_string();
+        let natural = std::fs::canonicalize(&self.dir).ok().and_then(|dir| {
+            dir.ancestors()
+                .find(|d| d.join(".git").exists())
+                .map(Path::to_path_buf)
+        });
+        match (natural, std::fs::canonicalize(&top).ok()) {
+            (Some(natural), Some(top)) if natural == top => Ok(()),
+            _ => Err(GitError::Refused(format!(
+                "the repository's core.worktree makes git work on {top}, not on the \
+                 workspace {}; runplane runs git only on the workspace",
+                self.dir.display()
+            ))),
+        }
+    }
+
+    /// Runs one git command built by `neutralise::command`; its stdout on success.
+    async fn run(
+        &self,
+        overrides: &[String],
+        args: &[&str],
+        env: &[(&str, &std::ffi::OsStr)],
+    ) -> Result<Vec<u8>, GitError> {
+        let mut command = neutralise::command(&self.dir, overrides, args, env);
         let output = command.output().await.map_err(GitError::Spawn)?;
         if output.status.success() {
-            Ok(String::from_utf8_lossy(&output.stdout)
-                .trim_end()
-                .to_string())
+            Ok(output.stdout)
         } else {
             Err(GitError::Failed {
                 args: args.join(" "),
                 stderr: String::from_utf8_lossy(&output.stderr).trim().to_string(),
             })
         }
+    }
+}
+
+/// Whether git reaches `url` through the local transport (a path or `file://`), as git
+/// decides it: no `scheme://` or `helper::`, and a `/` before any `:` (else `host:path`).
+fn is_local_url(url: &str) -> bool {
+    if url.starts_with("file://") {
+        return true;
+    }
+    if url.contains("://") || url.contains("::") {
+        return false;
+    }
+    match (url.find(':'), url.find('/')) {
+        (None, _) => true,
+        (Some(colon), Some(slash)) => slash < colon,
+        (Some(_), None) => false,
     }
 }
