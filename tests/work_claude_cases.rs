@@ -343,7 +343,12 @@ async fn mcp_tools_are_judged_by_tool_name_globs() {
     let Some(claude) = claude() else { return };
     let case = case(MCP, pb::DeliverMode::Unspecified).await;
     let mcp = tempfile::tempdir().unwrap();
-    let (config, calls) = (mcp.path().join("mcp.json"), mcp.path().join("calls.txt"));
+    // The MCP server runs in the agent's sandbox, so it may write only where the agent
+    // may: its log of calls goes in the workspace.
+    let (config, calls) = (
+        mcp.path().join("mcp.json"),
+        case.workspace.join("calls.txt"),
+    );
     let servers = json!({"mcpServers": {"github": {"type": "stdio", "command": "python3",
         "args": ["-c", MCP_SERVER, calls]}}});
     std::fs::write(&config, servers.to_string()).unwrap();

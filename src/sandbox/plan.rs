@@ -42,6 +42,9 @@ pub struct PlanInput {
     pub private: PathBuf,
     /// The agent's own state (`~/.claude`, a fresh `CODEX_HOME`, …): writable.
     pub agent_state: Vec<PathBuf>,
+    /// Where the agent's program lives: readable, and kept visible where the sandbox's
+    /// private `/tmp` would hide it (a wrapper script in a temp dir).
+    pub program_dirs: Vec<PathBuf>,
     /// The profile's secret globs (`~/`-relative, absolute or workspace-relative).
     pub secrets: Vec<String>,
     /// runplane's credential files on this machine (token files, client keys, the data
@@ -136,7 +139,13 @@ pub fn compile(input: &PlanInput) -> Plan {
         writable,
         read_only,
         hidden,
-        visible: vec![input.private.clone()],
+        visible: {
+            let mut visible = vec![input.private.clone()];
+            visible.extend(input.program_dirs.iter().cloned());
+            visible.sort();
+            visible.dedup();
+            visible
+        },
         tmpdir: input.run_tmp.clone(),
         workdir: input.workspace.clone(),
         egress,

@@ -81,6 +81,7 @@ impl Containment {
             run_tmp: run_tmp.path().to_path_buf(),
             private: facts.private.to_path_buf(),
             agent_state: agent_state(facts.agent, facts.launch, &home),
+            program_dirs: program_dir(facts.launch).into_iter().collect(),
             secrets: policy.secrets.clone(),
             credentials: facts.credentials,
             egress,
@@ -220,4 +221,21 @@ fn git_dirs(workspace: &Path) -> Vec<PathBuf> {
     dirs.into_iter()
         .filter_map(|d| std::fs::canonicalize(d).ok())
         .collect()
+}
+
+/// The directory of the agent's program, as the worker's `PATH` finds it.
+fn program_dir(launch: &Launch) -> Option<PathBuf> {
+    let program = Path::new(launch.line.first()?);
+    let path = if program.components().count() > 1 {
+        program.to_path_buf()
+    } else {
+        let dirs = std::env::var_os("PATH")?;
+        std::env::split_paths(&dirs)
+            .map(|dir| dir.join(program))
+            .find(|candidate| candidate.is_file())?
+    };
+    std::fs::canonicalize(path)
+        .ok()?
+        .parent()
+        .map(Path::to_path_buf)
 }

@@ -131,10 +131,8 @@ impl AgentRun {
         let home = scratch.path().join("home");
         std::fs::create_dir_all(&home).unwrap();
         let mut worker = tokio::process::Command::new(env!("CARGO_BIN_EXE_runplane"));
-        // The real agents run unsandboxed until their proxy settings are proven under
-        // the sandbox (tests/sandbox_kernel.rs covers the sandbox itself).
         worker
-            .env("RUNPLANE_SANDBOX", "off")
+            .env("RUNPLANE_SANDBOX", super::sandbox_mode())
             .args(["work", "--run", run_id, "--hook-timeout"])
             .arg(options.hook_timeout.to_string())
             .arg("--probe-timeout")
