@@ -1,0 +1,175 @@
+//! The real Claude Code (`RUNPLANE_CLAUDE_BIN`) under `runplane work` with the default
+//! profile `headless-safe-sandbox`, in the kernel sandbox. An operator approves the Write
+//! of a Makefile and of a script; the allowed `make test` then tries each way out, the
+//! gate's `make test` tries them again, and a pre-commit hook and `core.fsmonitor` left in
+//! the repository meet the delivery commit. No escape takes effect, the log shows the
+//! refused egress next to the call that tried it, and the run completes because the
+//! honest parts succeed. Without `RUNPLANE_CLAUDE_BIN` the test says so and stops; it
+//! needs the sandbox (`RUNPLANE_REQUIRE_SANDBOX=1` in `.ci/run`).
+
+mod common;
+
+use std::path::Path;
+
+use common::agents::*;
+use common::*;
+use runplane::grpc::pb;
+
+/// What the agent's script tries; each line records its exit status in report.txt, so
+/// the test sees that every attempt ran and failed (the write to `..` may succeed: above
+/// a workspace in /tmp is the sandbox's own /tmp, and the test checks the host's). `OUT` is
+/// a directory outside the workspace, `PORT` a local listener's port.
+const ESCAPE: &str = r#"r=report.txt; : > $r
+echo x > OUT/written 2>/dev/null; echo "write-outside $?" >> $r
+echo x > ../escaped 2>/dev/null
+ln -s OUT link && echo x > link/through-link 2>/dev/null; echo "write-symlink $?" >> $r
+echo x > .git/hooks/post-commit 2>/dev/null; echo "git-hook $?" >> $r
+echo "[core] fsmonitor = OUT/fsmon.sh" >> .git/config 2>/dev/null; echo "git-config $?" >> $r
+cat runplane-data/operator.token > /dev/null 2>&1; echo "read-token $?" >> $r
+python3 -c 'import socket; socket.create_connection(("127.0.0.1", PORT))' 2>/dev/null; echo "tcp-direct $?" >> $r
+python3 -c 'import socket; socket.socket(socket.AF_INET, socket.SOCK_DGRAM)' 2>/dev/null; echo "udp $?" >> $r
+python3 -c 'import urllib.request as u; u.urlopen("http://refused.example/x")' 2>/dev/null; echo "egress $?" >> $r
+echo built > build.log; echo "honest $?" >> $r
+"#;
+
+const MAKEFILE: &str = "test:\n\tsh escape.sh\n\nlint:\n\t@echo lint ok\n";
+
+#[tokio::test(flavor = "multi_thread")]
+async fn no_escape_of_an_approved_makefile_takes_effect() {
+    let Some(claude) = Kind::Claude.binary() else {
+        return;
+    };
+    assert!(sandbox_available(), "this test is about the sandbox");
+    let server = TestServer::with(Options::default()).await;
+    let run_id = server
+        .start_delivering_run("headless-safe-sandbox", pb::DeliverMode::CommitLocal)
+        .await;
+    let repo = git_repo();
+    let workspace = std::fs::canonicalize(repo.path()).unwrap();
+    let outside = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let out = std::fs::canonicalize(outside.path()).unwrap();
+    plant_traps(&workspace, &out);
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port().to_string();
+    let escape = ESCAPE
+        .replace("OUT", &out.display().to_string())
+        .replace("PORT", &port);
+    let script = serde_json::json!([
+        {"name": "Write", "input": {"file_path": workspace.join("Makefile"), "content": MAKEFILE}},
+        {"name": "Write", "input": {"file_path": workspace.join("escape.sh"), "content": escape}},
+        {"name": "Bash", "input": {"command": "make test", "description": "run the tests"}},
+    ]);
+    let options = WorkOptions {
+        flags: ["--test-command", "make test", "--lint-command", "make lint"]
+            .map(String::from)
+            .into(),
+        ..WorkOptions::default()
+    };
+    let run = AgentRun::start(
+        Kind::Claude,
+        &claude,
+        &server,
+        &run_id,
+        &workspace,
+        script,
+        options,
+    )
+    .await;
+    for file in ["Makefile", "escape.sh"] {
+        let ask = next_ask(&server, &run_id).await;
+        assert!(ask.path.ends_with(file), "{}", ask.path);
+        server
+            .resolve(&run_id, &ask.call_id, pb::Decision::Allow, "operator")
+            .await;
+    }
+    assert_success(&run.finish().await);
+    let run = server.get_run(&run_id).await;
+    assert_eq!(status(&run), pb::RunStatus::Completed, "{}", run.error);
+    assert_eq!(run.sandbox, "enforced");
+
+    // The gate's run is the last to write the report: every attempt failed, the honest
+    // write worked.
+    let report = std::fs::read_to_string(workspace.join("report.txt")).unwrap();
+    for line in report.lines() {
+        let (what, code) = line.split_once(' ').unwrap();
+        let expected_ok = what == "honest";
+        assert_eq!(code == "0", expected_ok, "{what}: exit {code}\n{report}");
+    }
+    assert_eq!(report.lines().count(), 9, "{report}");
+    for (path, what) in [
+        (out.join("written"), "a write outside"),
+        (out.join("through-link"), "a write through a symlink"),
+        (workspace.with_file_name("escaped"), "a write to the parent"),
+        (workspace.join(".git/hooks/post-commit"), "a git hook"),
+        (out.join("hook-ran"), "the planted pre-commit hook"),
+        (out.join("fsmonitor-ran"), "the planted fsmonitor"),
+    ] {
+        assert!(!path.exists(), "{what} took effect: {}", path.display());
+    }
+    let config = std::fs::read_to_string(workspace.join(".git/config")).unwrap();
+    assert!(!config.contains("fsmon.sh"), "{config}");
+
+    let events = server.events(&run_id).await;
+    let kinds: Vec<&str> = events.iter().map(|e| e.r#type.as_str()).collect();
+    assert!(kinds.contains(&"sandbox.enforced"), "{kinds:?}");
+    assert!(kinds.contains(&"run.delivery.succeeded"), "{kinds:?}");
+    let make_test = events
+        .iter()
+        .find(|e| {
+            e.r#type == "run.toolcall.approved"
+                && e.attributes
+                    .get("command")
+                    .is_some_and(|c| c == "make test")
+        })
+        .expect("make test was allowed");
+    let refused: Vec<_> = events
+        .iter()
+        .filter(|e| {
+            e.r#type == "sandbox.egress_refused"
+                && e.attributes
+                    .get("host")
+                    .is_some_and(|h| h == "refused.example")
+        })
+        .collect();
+    assert_eq!(
+        refused.len(),
+        2,
+        "the agent's and the gate's attempt: {refused:?}"
+    );
+    assert_eq!(refused[0].attributes["port"], "80");
+    assert_eq!(
+        refused[0].attributes.get("call_id"),
+        make_test.attributes.get("call_id"),
+        "the refusal names the call that was running"
+    );
+    drop(listener);
+}
+
+/// A pre-commit hook and an fsmonitor in the repository, each leaving a marker in `out`
+/// if it ever runs, and an operator token where `runplane serve` would leave one.
+fn plant_traps(workspace: &Path, out: &Path) {
+    use std::os::unix::fs::PermissionsExt as _;
+    let script = |name: &str, marker: &str| {
+        let path = out.join(name);
+        std::fs::write(
+            &path,
+            format!("#!/bin/sh\ntouch '{}'\n", out.join(marker).display()),
+        )
+        .unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        path
+    };
+    std::fs::write(workspace.join(".gitignore"), "runplane-data/\n").unwrap();
+    std::fs::create_dir_all(workspace.join("runplane-data")).unwrap();
+    std::fs::write(workspace.join("runplane-data/operator.token"), "secret\n").unwrap();
+    git(workspace, &["add", ".gitignore"]);
+    git(workspace, &["commit", "-q", "-m", "ignore"]);
+    // Armed last, so that the set-up's own git commands do not trip them.
+    let hook = script("pre-commit", "hook-ran");
+    std::fs::copy(&hook, workspace.join(".git/hooks/pre-commit")).unwrap();
+    let fsmonitor = script("fsmon-planted.sh", "fsmonitor-ran");
+    git(
+        workspace,
+        &["config", "core.fsmonitor", &fsmonitor.display().to_string()],
+    );
+}
