@@ -8,6 +8,7 @@ mod common;
 
 use std::process::Stdio;
 
+use common::fake::*;
 use common::*;
 use runplane::grpc::pb;
 
@@ -35,18 +36,6 @@ require_tests_pass = true
 test_command = "test -f src/lib.rs"
 rollback_on_gate_fail = true
 "#;
-
-/// The stand-in agents are Python scripts: without python3 these tests say so and stop.
-fn python3_missing() -> bool {
-    let missing = std::process::Command::new("python3")
-        .arg("--version")
-        .output()
-        .is_err();
-    if missing {
-        eprintln!("python3 is not installed: skipped (.ci/run has it)");
-    }
-    missing
-}
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_agent_under_runplane_work_is_judged_held_gated_and_delivered() {
@@ -196,35 +185,6 @@ async fn a_cancel_stops_the_agent_at_once() {
         status(&server.get_run(&run_id).await),
         pb::RunStatus::Cancelled
     );
-}
-
-/// `runplane work` on a fresh repository with `fake_claude.py` playing `script`; `flags`
-/// come before `--`, `env` is added. Returns the output and the workspace.
-async fn fake_work(
-    server: &TestServer,
-    flags: &[&str],
-    env: &[(&str, &str)],
-    script: serde_json::Value,
-) -> (std::process::Output, tempfile::TempDir) {
-    let repo = git_repo();
-    let script_file = repo.path().join(".git/script.json");
-    std::fs::write(&script_file, script.to_string()).unwrap();
-    let agent = format!("{}/tests/agents/fake_claude.py", env!("CARGO_MANIFEST_DIR"));
-    let output = runplane_work()
-        .arg("work")
-        .args(flags)
-        .arg("--server")
-        .arg(format!("http://{}", server.addr))
-        .arg("--workspace")
-        .arg(repo.path())
-        .args(["--", "python3", &agent, "-p", "do it"])
-        .envs(env.iter().copied())
-        .env("FAKE_AGENT_SCRIPT", &script_file)
-        .env_remove("RUNPLANE_TOKEN")
-        .output()
-        .await
-        .unwrap();
-    (output, repo)
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -431,11 +391,4 @@ async fn a_call_runplane_refuses_is_denied_at_once_not_held() {
     // The run went on to its gate (which fails: the agent wrote no src/lib.rs).
     let run = server.get_run(&run_id).await;
     assert_eq!(run.error, "quality gate failed: tests did not pass");
-}
-
-/// `runplane`, for `runplane work`, in the sandbox where it can run.
-fn runplane_work() -> tokio::process::Command {
-    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_runplane"));
-    command.env("RUNPLANE_SANDBOX", sandbox_mode());
-    command
 }

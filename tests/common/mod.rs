@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod agents;
+pub mod fake;
 #[path = "../store_common/postgres.rs"]
 pub mod postgres;
 
