@@ -15,6 +15,7 @@ mod policy;
 mod policy_import;
 mod policy_reload;
 mod policy_replay;
+mod policy_sandbox;
 mod policy_test;
 mod runs;
 pub mod serve;

@@ -58,6 +58,9 @@ pub enum PolicyCommand {
     /// (`PolicyService.Replay`, operator role). Exits 2 for a bad profile or option, 1
     /// when the replay fails. docs/POLICY.md ("Replay") has the details.
     Replay(Box<super::policy_replay::ReplayArgs>),
+    /// Print the kernel sandbox plan a profile gives an agent in a workspace: what it may
+    /// read, write and reach (docs/SANDBOX.md).
+    Sandbox(super::policy_sandbox::SandboxArgs),
     /// Make a running server read its policy directory again (`PolicyService.Reload`,
     /// admin role): new runs get the new versions, running runs keep theirs. Prints the
     /// profiles whose version changed; a bad file is refused, naming it, and the server
@@ -153,6 +156,7 @@ fn execute(cmd: PolicyCommand, out: &mut dyn Write) -> anyhow::Result<ExitCode> 
             });
         }
         PolicyCommand::Import(source) => super::policy_import::execute(source, out)?,
+        PolicyCommand::Sandbox(args) => super::policy_sandbox::run(&args, out)?,
         // Its errors are its own to report: they have exit codes of their own.
         PolicyCommand::Replay(args) => return Ok(super::policy_replay::run(*args, out)),
         PolicyCommand::Reload { client } => return Ok(super::policy_reload::run(&client, out)),

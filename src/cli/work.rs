@@ -13,13 +13,13 @@ use tonic::transport::Channel;
 use super::connect::{channel, resolve_token, Bearer, DEFAULT_TOKEN_FILE};
 use super::escape::{escape, Escaped};
 use super::output::code_name;
+use super::policy_sandbox::{describe, plan_for};
 use super::runs::choices;
 use super::DEFAULT_SERVER;
 use crate::domain::{DeliverMode, StartRequest};
 use crate::grpc::pb;
 use crate::grpc::pb::run_service_client::RunServiceClient;
 use crate::policy::{presets, DEFAULT_PROFILE};
-use crate::sandbox::plan::{self, PlanInput};
 use crate::worker::gate::GateDefaults;
 use crate::worker::hook_wire::Agent;
 use crate::worker::launch::{self, HookCommand};
@@ -184,33 +184,14 @@ fn print_sandbox(args: &WorkArgs) -> anyhow::Result<()> {
         .into_iter()
         .find(|p| p.name == name)
         .with_context(|| {
-            format!("--profile {name}: not a preset (--print-sandbox knows the presets)")
+            format!("--profile {name}: not a preset (runplane policy sandbox reads --policy-dir)")
         })?;
-    let workspace = match &args.workspace {
-        Some(dir) => dir.clone(),
-        None => std::env::current_dir().context("the current directory")?,
-    };
-    let workspace = std::fs::canonicalize(&workspace)
-        .with_context(|| format!("--workspace {}", workspace.display()))?;
-    let home = std::env::var_os("HOME")
-        .map(PathBuf::from)
-        .unwrap_or_default();
-    let input = PlanInput {
-        workspace,
-        home,
-        run_tmp: PathBuf::from("<run tmp>"),
-        private: PathBuf::from("<worker's private dir>"),
-        secrets: profile.secrets.clone(),
-        credentials: credentials(&args.token_file),
-        egress: profile.sandbox.egress.clone(),
-        ..PlanInput::default()
-    };
-    print!("{}", plan::describe(&plan::compile(&input)));
-    println!(
-        "the agent's own state and its model endpoint are added when it starts; required by \
-         the profile: {}",
-        profile.sandbox.required
-    );
+    let plan = plan_for(
+        &profile,
+        args.workspace.as_deref(),
+        &credentials(&args.token_file),
+    )?;
+    print!("{}", describe(&profile, &plan));
     Ok(())
 }
 

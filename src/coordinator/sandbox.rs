@@ -6,26 +6,15 @@ use tracing::warn;
 
 use super::actor::RunActor;
 use super::messages::{Push, SessionError};
-use crate::domain::{Decision, EventKind, SandboxPolicy, SandboxReport, Status};
+use crate::domain::{EventKind, SandboxPolicy, SandboxReport, Status};
+use crate::policy::egress_of;
 use crate::store::StoreError;
-
-/// The ports a WebFetch allow rule's domains are admitted on: what a URL without a port
-/// means.
-const WEB_PORTS: [u16; 2] = [443, 80];
 
 impl RunActor {
     /// What the run's pinned profile says about the sandbox.
     pub(super) fn sandbox_policy(&self) -> SandboxPolicy {
         let profile = self.profile.profile();
-        let mut egress = profile.sandbox.egress.clone();
-        let web_hosts = profile
-            .rules
-            .iter()
-            .filter(|rule| rule.specifier.tool == "WebFetch" && rule.decision == Decision::Allow)
-            .flat_map(|rule| rule.domain_allow.iter());
-        for host in web_hosts {
-            egress.extend(WEB_PORTS.iter().map(|port| format!("{host}:{port}")));
-        }
+        let egress = egress_of(profile);
         SandboxPolicy {
             profile: profile.name.clone(),
             profile_hash: self.profile.hash().to_string(),

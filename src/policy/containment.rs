@@ -5,6 +5,8 @@ use serde::{Deserialize, Serialize};
 
 use super::error::PolicyError;
 use super::globs::{domain_glob, path_glob};
+use super::profile::PolicyProfile;
+use crate::domain::Decision;
 
 /// The `[sandbox]` table of a profile.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -58,6 +60,26 @@ impl EgressEndpoint {
             port,
         })
     }
+}
+
+/// The ports a WebFetch allow rule's domains are admitted on: what a URL without a port
+/// means.
+const WEB_PORTS: [u16; 2] = [443, 80];
+
+/// The endpoints the egress proxy admits for `profile` (besides the agent's model):
+/// `[sandbox].egress`, and the hosts of its WebFetch allow rules on ports 443 and 80, so
+/// that what the judge lets WebFetch reach the sandbox lets the agent reach.
+pub fn egress_of(profile: &PolicyProfile) -> Vec<String> {
+    let mut egress = profile.sandbox.egress.clone();
+    let web_hosts = profile
+        .rules
+        .iter()
+        .filter(|rule| rule.specifier.tool == "WebFetch" && rule.decision == Decision::Allow)
+        .flat_map(|rule| rule.domain_allow.iter());
+    for host in web_hosts {
+        egress.extend(WEB_PORTS.iter().map(|port| format!("{host}:{port}")));
+    }
+    egress
 }
 
 /// Checks `secrets` and `[sandbox]`, naming the first bad field.

@@ -39,7 +39,7 @@ mod wrappers;
 pub use case::{PolicyTest, DEFAULT_TEST_WORKSPACE};
 pub use check::{TestFailure, TestOutcome};
 pub use compile::CompiledProfile;
-pub use containment::{EgressEndpoint, SandboxSettings};
+pub use containment::{egress_of, EgressEndpoint, SandboxSettings};
 pub use error::{LoadError, PolicyError};
 pub use eval::{ToolCall, Verdict};
 pub use grants::{grant_match, GrantError};

@@ -329,6 +329,9 @@ pub fn describe(plan: &Plan) -> String {
     );
     text.push_str("network: only through runplane's egress proxy, which admits:\n");
     list(&mut text, &mut plan.egress.iter().cloned());
+    if plan.egress.is_empty() {
+        text.push_str("  (nothing but the agent's model endpoint)\n");
+    }
     text.push_str("processes: no new privileges, own PID namespace, no signals or ptrace out\n");
     text.push_str(&format!("TMPDIR: {}\n", plan.tmpdir.display()));
     text
