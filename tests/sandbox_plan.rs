@@ -101,6 +101,9 @@ fn another_users_home_is_not_placed() {
     );
 }
 
+/// A host, a port, and whether the proxy admits it.
+type Endpoint = (&'static str, u16, bool);
+
 #[test]
 fn endpoints_are_admitted_only_as_the_profile_says() {
     let mut docs = preset("headless-safe-sandbox");
@@ -112,7 +115,7 @@ fn endpoints_are_admitted_only_as_the_profile_says() {
             ..runplane::policy::PermissionRule::new("WebFetch", runplane::domain::Decision::Allow)
         },
     );
-    let cases: &[(&PolicyProfile, &[(&str, u16, bool)])] = &[
+    let cases: &[(&PolicyProfile, &[Endpoint])] = &[
         (
             &preset("headless-safe-sandbox"),
             &[
