@@ -6,6 +6,7 @@
 use super::lex;
 use super::options::{options, Spec, NO_OPTIONS};
 use super::programs;
+use super::reads;
 use super::shell::{join, script, Env, Part, Restriction, Sink};
 use super::words::Word;
 use super::wrappers;
@@ -44,6 +45,7 @@ pub(crate) fn simple_shown(mut words: Vec<Word>, text: String, env: Env, sink: &
         .or(state)
         .or(path_name.then_some(Restriction::PathName));
     programs::judge(&name, &words, &text, sink);
+    reads::judge(&name, &words, &text, sink);
     let runs = wrappers::runs_commands(&name) || is_shell(&name) || RUNS_STRINGS.contains(&&*name);
     if !runs {
         let part = Part::Command {

@@ -104,6 +104,20 @@ struct Judgement {
     caveat: Option<Caveat>,
     /// An allow rule that matched but was passed over because of the caveat.
     passed_over: Option<usize>,
+    /// The secret it reads or writes (`reads a secret: …`): a deny before any rule.
+    secret: Option<String>,
+}
+
+impl Judgement {
+    fn secret(why: String) -> Judgement {
+        Judgement {
+            decision: Decision::Deny,
+            rule: None,
+            caveat: None,
+            passed_over: None,
+            secret: Some(why),
+        }
+    }
 }
 
 impl CompiledProfile {
@@ -115,10 +129,14 @@ impl CompiledProfile {
     /// other would not get. Each of `paths` (a multi-file edit) is judged the same way in
     /// the path's place, and the strictest of all wins.
     pub fn evaluate(&self, call: &ToolCall<'_>) -> Verdict {
+        let facts = CallFacts::read(call.url, call.input);
+        // Secrets come before every rule: no allow rule can open one.
+        if let Some(verdict) = self.secret_in_call(call, &facts) {
+            return verdict;
+        }
         // A shell line is split once, whichever paths it is judged with.
         let parts = (same_tool(call.tool, SHELL_TOOL) && !call.command.trim().is_empty())
             .then(|| memo::parts(call.command));
-        let facts = CallFacts::read(call.url, call.input);
         let parts = parts.as_deref();
         // A call that names its files only in `paths` is judged by them alone: an empty
         // path stands for "no file", which every path constraint lets through.
@@ -216,7 +234,11 @@ impl CompiledProfile {
         };
         let mut best: Option<(&Part, Judgement)> = None;
         for part in parts.iter() {
-            let judgement = self.judge_part(part, path, outside(), call.workspace_root, facts);
+            let Some(judgement) =
+                self.judge_part(part, path, outside(), call.workspace_root, facts)
+            else {
+                continue;
+            };
             if best
                 .as_ref()
                 .is_none_or(|(_, b)| judgement.decision > b.decision)
@@ -276,7 +298,7 @@ impl CompiledProfile {
                 .filter(|p| p.is_outside())
                 .map(|p| Caveat::Outside(p.as_str().to_string()));
             let judged = self.judge_part(part, path, outside, call.workspace_root, &facts);
-            judged.decision == Decision::Allow
+            judged.is_none_or(|j| j.decision == Decision::Allow)
         };
         parts
             .iter()
@@ -284,6 +306,8 @@ impl CompiledProfile {
             .collect()
     }
 
+    /// Judges one part of a line; `None` for a part with nothing to judge (a read of a
+    /// file that is not a secret: the command that reads it is judged).
     fn judge_part(
         &self,
         part: &Part,
@@ -291,8 +315,8 @@ impl CompiledProfile {
         outside: Option<Caveat>,
         workspace_root: Option<&str>,
         facts: &CallFacts,
-    ) -> Judgement {
-        match part {
+    ) -> Option<Judgement> {
+        Some(match part {
             Part::Command {
                 words, restriction, ..
             } => {
@@ -313,7 +337,19 @@ impl CompiledProfile {
                 };
                 self.judge(&subject, Some(Caveat::Indeterminate(why)))
             }
+            Part::Read { paths, .. } => {
+                let hit = paths
+                    .iter()
+                    .find_map(|p| self.secrets.find(p, workspace_root, false))?;
+                Judgement::secret(format!("reads a secret: {hit}"))
+            }
             Part::Write { target, .. } => {
+                let hit = target
+                    .as_deref()
+                    .and_then(|t| self.secrets.find(t, workspace_root, false));
+                if let Some(hit) = hit {
+                    return Some(Judgement::secret(format!("writes a secret: {hit}")));
+                }
                 let located = target.as_deref().map(|t| locate(t, workspace_root));
                 let caveat = match &located {
                     None => Some(Caveat::UnknownTarget),
@@ -328,7 +364,7 @@ impl CompiledProfile {
                 };
                 self.judge(&subject, caveat)
             }
-        }
+        })
     }
 
     /// First match over the rules for one subject. With a caveat, allow rules are passed
@@ -356,6 +392,7 @@ impl CompiledProfile {
                 rule: Some((i, matched)),
                 caveat,
                 passed_over,
+                secret: None,
             };
         }
         let mut decision = self.profile.mode.unmatched_decision();
@@ -367,10 +404,19 @@ impl CompiledProfile {
             rule: None,
             caveat,
             passed_over,
+            secret: None,
         }
     }
 
     fn verdict(&self, j: Judgement, what: &str, part: Option<String>) -> Verdict {
+        if let Some(secret) = &j.secret {
+            return Verdict {
+                decision: j.decision,
+                reason: format!("{what} {secret}"),
+                rule_index: None,
+                part,
+            };
+        }
         let reason = match (&j.rule, &j.caveat) {
             (Some((i, matched)), caveat) => {
                 let how = if *matched == Tri::Maybe {

@@ -125,7 +125,13 @@ fn prefix_words(tool: &str, prefix: &str) -> Option<Vec<String>> {
     if !same_tool(tool, SHELL_TOOL) {
         return Some(prefix.split_whitespace().map(str::to_string).collect());
     }
-    match &*memo::parts(prefix) {
+    // The files a prefix's words may name are no part of what it runs.
+    let parts = memo::parts(prefix);
+    let runs: Vec<&Part> = parts
+        .iter()
+        .filter(|part| !matches!(part, Part::Read { .. }))
+        .collect();
+    match runs.as_slice() {
         [Part::Command {
             words,
             restriction: None,

@@ -56,6 +56,9 @@ pub(crate) enum Part {
         target: Option<String>,
         text: String,
     },
+    /// Files a command or redirection may read, as written (checked against the secrets
+    /// only: what a command reads is otherwise judged with the command).
+    Read { paths: Vec<String>, text: String },
     /// Something whose effect cannot be known from the text.
     Indeterminate { text: String, why: &'static str },
 }
@@ -65,6 +68,7 @@ impl Part {
         match self {
             Part::Command { text, .. }
             | Part::Write { text, .. }
+            | Part::Read { text, .. }
             | Part::Indeterminate { text, .. } => text,
         }
     }
@@ -174,10 +178,23 @@ pub(crate) fn analyse(command: &str) -> Vec<Part> {
     );
     if sink.changes_dir {
         for part in &mut sink.parts {
-            if let Part::Write { target, .. } = part {
-                if target.as_deref().is_some_and(|t| !t.starts_with('/')) {
+            match part {
+                Part::Write { target, .. }
+                    if target.as_deref().is_some_and(|t| !t.starts_with('/')) =>
+                {
                     *target = None;
                 }
+                // After `cd`, a relative path may name a file of any directory; the
+                // home is the one that holds secrets (`cd ~ && cat .ssh/id_rsa`).
+                Part::Read { paths, .. } => {
+                    let from_home: Vec<String> = paths
+                        .iter()
+                        .filter(|p| !p.starts_with(['/', '~']))
+                        .map(|p| format!("~/{p}"))
+                        .collect();
+                    paths.extend(from_home);
+                }
+                _ => {}
             }
         }
     }
