@@ -1,8 +1,13 @@
-//! What is checked before any rule: the secrets a call names. A shell line's parts are
-//! checked the same way as they are judged (`eval`); here are the call's own files.
+//! What is checked beyond the rules: the secrets a call names (before any rule; a shell
+//! line's parts are checked as they are judged, in `judgement`), and what holds for a
+//! whole shell line — where its writes may have been turned into links, and where its
+//! paths land on this machine.
 
 use super::compile::{CallFacts, CompiledProfile};
 use super::eval::{same_tool, ToolCall, Verdict};
+use super::local::{LocalWorkspace, Resolution};
+use super::path::{locate, WorkspacePath};
+use super::shell::Part;
 
 /// Tools that search a directory: their path is read through, not only named.
 const SEARCHES: [&str; 3] = ["Grep", "Glob", "LS"];
@@ -26,12 +31,29 @@ impl CompiledProfile {
             "touches"
         };
         let root = call.workspace_root;
-        let named = [call.path, call.resolved_path]
+        let files: Vec<&str> = [call.path, call.resolved_path]
             .into_iter()
             .chain(call.paths.iter().map(String::as_str))
             .filter(|file| !file.is_empty())
+            .collect();
+        let named = files
+            .iter()
             .find_map(|file| self.secrets.find(file, root, searched))
             .map(|hit| hit.to_string());
+        // A symlink to a secret is the secret, where this machine can tell.
+        let linked = || {
+            let local = LocalWorkspace::find(root)?;
+            files.iter().find_map(|file| {
+                let (Resolution::Elsewhere(real) | Resolution::Dangling(real)) =
+                    local.resolve_inside(file, root)?
+                else {
+                    return None;
+                };
+                let hit = self.secrets.find(&real, root, searched)?;
+                Some(format!("{hit} (through a symlink)"))
+            })
+        };
+        let named = named.or_else(linked);
         let hit = named.or_else(|| {
             let key = if same_tool(call.tool, "Glob") {
                 "pattern"
@@ -50,5 +72,67 @@ impl CompiledProfile {
             Some(format!("{hit} (its {key} {glob:?})"))
         })?;
         Some(Verdict::deny(format!("{verb} a secret: {hit}")))
+    }
+}
+
+/// What holds for every part of one shell line.
+pub(super) struct Line<'p> {
+    pub(super) parts: &'p [Part],
+    pub(super) root: Option<&'p str>,
+    /// The writes that may leave a symlink or a moved file, with where (`ln -s /etc e`).
+    links: Vec<(&'p Part, WorkspacePath)>,
+    /// The workspace, when it is on this machine.
+    local: Option<LocalWorkspace>,
+}
+
+impl<'p> Line<'p> {
+    pub(super) fn new(parts: &'p [Part], root: Option<&'p str>) -> Line<'p> {
+        let links = parts
+            .iter()
+            .filter_map(|part| match part {
+                Part::Write {
+                    target: Some(target),
+                    link: true,
+                    ..
+                } => Some((part, locate(target, root))),
+                _ => None,
+            })
+            .collect();
+        let local = LocalWorkspace::find(root);
+        Line {
+            parts,
+            root,
+            links,
+            local,
+        }
+    }
+
+    /// A path at or above `target` where another part of the line may leave a link: a
+    /// write there may land anywhere, whatever the order the line runs them in.
+    pub(super) fn link_above(&self, part: &Part, target: &WorkspacePath) -> Option<String> {
+        self.links.iter().find_map(|(by, link)| {
+            let (at, written) = (link.as_str(), target.as_str());
+            let below = at == "." || written == at || written.starts_with(&format!("{at}/"));
+            let same_side = link.is_outside() == target.is_outside();
+            (!std::ptr::eq(*by, part) && same_side && below).then(|| at.to_string())
+        })
+    }
+
+    /// Where `path` lands on this machine, when the workspace is here and a symlink on the
+    /// way takes it elsewhere (for a dangling one, where it would create the file).
+    pub(super) fn landing(&self, path: &str) -> Option<String> {
+        match self.resolve(path) {
+            Resolution::Elsewhere(real) | Resolution::Dangling(real) => Some(real),
+            Resolution::Same | Resolution::Unresolvable => None,
+        }
+    }
+
+    /// How this machine resolves `path` (lexically inside the workspace; anything else,
+    /// or a workspace not on this machine, resolves to itself).
+    pub(super) fn resolve(&self, path: &str) -> Resolution {
+        self.local
+            .as_ref()
+            .and_then(|local| local.resolve_inside(path, self.root))
+            .unwrap_or(Resolution::Same)
     }
 }
