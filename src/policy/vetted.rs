@@ -374,15 +374,17 @@ fn cargo(args: &[Word], text: &str, sink: &mut Sink) -> Result<(), &'static str>
     Ok(())
 }
 
-/// `npm|pnpm|yarn [options] test|run SCRIPT [args] [-- args]`: the arguments go to the
-/// script's command, usually a test runner on node.
+/// `npm|pnpm|yarn [options] test [args] [-- args]` (also `t`, `run test`): the arguments
+/// go to the test script's command, usually a test runner on node. Other scripts are the
+/// workspace's own, judged by their command line like any program.
 fn js(args: &[Word], text: &str, sink: &mut Sink) -> Result<(), &'static str> {
     let Some(at) = args.iter().position(|w| !w.text.starts_with('-')) else {
         return Ok(());
     };
-    let script_args = match args[at].exact() {
-        Some("test" | "t" | "tst") => &args[at + 1..],
-        Some("run" | "run-script" | "rum" | "urn") => args.get(at + 2..).unwrap_or_default(),
+    let run = matches!(args[at].exact(), Some("run" | "run-script"));
+    let script_args = match (args[at].exact(), args.get(at + 1).and_then(Word::exact)) {
+        (Some("test" | "t" | "tst"), _) => &args[at + 1..],
+        (_, Some("test")) if run => &args[at + 2..],
         _ => return Ok(()),
     };
     scan(&JS_TEST, &args[..at], text, sink)?;
