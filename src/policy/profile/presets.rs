@@ -2,7 +2,7 @@
 
 use super::case::PolicyTest;
 use super::containment::SandboxSettings;
-use super::profile::{
+use super::schema::{
     PermissionRule, PolicyMode, PolicyProfile, QualityGate, TerminationCondition,
     DEFAULT_ASK_TIMEOUT_SECONDS,
 };

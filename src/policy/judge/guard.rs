@@ -3,11 +3,11 @@
 //! whole shell line — where its writes may have been turned into links, and where its
 //! paths land on this machine.
 
-use super::compile::{CallFacts, CompiledProfile};
 use super::eval::{same_tool, ToolCall, Verdict};
 use super::local::{LocalWorkspace, Resolution};
 use super::path::{locate, WorkspacePath};
 use super::shell::Part;
+use crate::policy::profile::compile::{CallFacts, CompiledProfile};
 
 /// Tools that search a directory: their path is read through, not only named.
 const SEARCHES: [&str; 3] = ["Grep", "Glob", "LS"];

@@ -4,7 +4,6 @@
 
 use serde::Serialize;
 
-use super::compile::{CallFacts, CommandArg, CompiledProfile, PathArg, Subject};
 use super::guard::Line;
 use super::judgement::{what, Caveat, Judgement};
 use super::memo;
@@ -12,17 +11,18 @@ use super::path::{locate, WorkspacePath};
 use super::shell::Part;
 use super::words::Word;
 use crate::domain::Decision;
+use crate::policy::profile::compile::{CallFacts, CommandArg, CompiledProfile, PathArg, Subject};
 
 /// The tool whose command is a shell command line. Tool names are compared ignoring ASCII
 /// case everywhere (here and in rule matching): agents and their hosts do not agree on
 /// the case of a tool's name, and an exact comparison let `bash` or `EDIT` pass every rule
 /// written for `Bash` or `Edit` — and `bash` past the shell parser.
-pub(super) const SHELL_TOOL: &str = "Bash";
+pub(crate) const SHELL_TOOL: &str = "Bash";
 /// The tool a redirection is judged as (rules for `write` apply too, see `same_tool`).
 pub(super) const WRITE_TOOL: &str = "Write";
 
 /// Whether two tool names name the same tool.
-pub(super) fn same_tool(a: &str, b: &str) -> bool {
+pub(crate) fn same_tool(a: &str, b: &str) -> bool {
     a.eq_ignore_ascii_case(b)
 }
 
@@ -229,7 +229,7 @@ impl CompiledProfile {
     /// The parts of a shell line that some file of the call keeps from being allowed: the
     /// parts an ask of the line is about, which grants must cover (`grants`). Each part is
     /// judged with every file of the call, as `evaluate` judges the line.
-    pub(super) fn unallowed_parts<'p>(
+    pub(crate) fn unallowed_parts<'p>(
         &self,
         call: &ToolCall<'_>,
         parts: &'p [Part],

@@ -20,9 +20,9 @@ use std::sync::OnceLock;
 
 use globset::{GlobSet, GlobSetBuilder};
 
-use super::error::PolicyError;
-use super::globs::build_path_glob;
 use super::path::{locate, normalize_path};
+use crate::policy::profile::error::PolicyError;
+use crate::policy::profile::globs::build_path_glob;
 
 /// Paths secret in every profile: runplane's own data directory and the token files with
 /// which the operator and the workers authenticate. An agent that read the operator's

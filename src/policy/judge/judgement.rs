@@ -2,13 +2,15 @@
 //! the rules, with the caveats that keep allow rules from applying; and the words of the
 //! verdict.
 
-use super::compile::{CallFacts, CommandArg, CompiledProfile, PathArg, Subject, Tri};
 use super::eval::{Verdict, SHELL_TOOL, WRITE_TOOL};
 use super::guard::Line;
 use super::local::Resolution;
 use super::path::{locate, WorkspacePath};
 use super::shell::{Part, Restriction};
 use crate::domain::Decision;
+use crate::policy::profile::compile::{
+    CallFacts, CommandArg, CompiledProfile, PathArg, Subject, Tri,
+};
 
 /// Why allow rules may not apply to a subject.
 #[derive(Debug, Clone)]

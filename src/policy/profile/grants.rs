@@ -18,12 +18,12 @@
 //! otherwise the call is asked, as the profile said.
 
 use super::compile::CompiledProfile;
-use super::eval::{same_tool, ToolCall, Verdict, SHELL_TOOL};
 use super::globs::path_glob;
-use super::memo;
-use super::path::locate;
-use super::shell::Part;
 use crate::domain::{Decision, Grant, GrantMatch, Remember};
+use crate::policy::judge::eval::{same_tool, ToolCall, Verdict, SHELL_TOOL};
+use crate::policy::judge::memo;
+use crate::policy::judge::path::locate;
+use crate::policy::judge::shell::Part;
 
 /// A run-scoped answer that does not fit the asked call; the message names the field.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -5,12 +5,12 @@ use globset::{GlobMatcher, GlobSet, GlobSetBuilder};
 
 use super::error::PolicyError;
 use super::globs::{build_path_glob, command_glob, domain_glob, tool_glob};
-use super::path::WorkspacePath;
-use super::profile::{PermissionRule, PolicyProfile};
-use super::secrets::Secrets;
+use super::schema::{PermissionRule, PolicyProfile};
 use super::version::{canonical_form, content_hash};
-use super::words::Word;
 use crate::domain::Decision;
+use crate::policy::judge::path::WorkspacePath;
+use crate::policy::judge::secrets::Secrets;
+use crate::policy::judge::words::Word;
 
 /// Whether something holds, may hold, or does not: a part of a command that is only known
 /// at run time *may* match. Allow rules need `Yes`; deny and ask rules take `Maybe`.
