@@ -182,9 +182,10 @@ const PYTEST: Options = Options {
     style: Style::Gnu,
     flags: "q quiet v verbose x exitfirst s l showlocals lf last-failed ff failed-first nf \
             new-first sw stepwise no-header no-summary strict-markers disable-warnings co \
-            collect-only cache-clear",
-    optional: "",
-    values: "k m r n maxfail tb durations color capture deselect",
+            collect-only cache-clear no-cov",
+    optional: "cov",
+    values: "k m r n maxfail tb durations durations-min color capture deselect \
+             cov-fail-under timeout",
     writes: "junitxml junit-xml",
     refused: &[(
         "p c config-file o override-ini rootdir confcutdir pyargs W pythonwarnings import-mode",
@@ -458,6 +459,8 @@ mod tests {
             ("npm test -- -rx", false),
             ("python3 -m pytest -qx tests/a.py::test_b", true),
             ("python3 -m pytest -pplugin", false),
+            ("python3 -m pytest --cov=src --cov-fail-under 80", true),
+            ("python3 -m pytest --cov-report=html:/tmp/x", false),
         ] {
             assert_eq!(
                 vetted(line).is_none(),
