@@ -79,7 +79,7 @@ async fn a_scripted_session_is_counted_exactly() {
             "",
             pb::Decision::Deny,
         ),
-        ("c5", "Edit", "", "/work/repo/.env", pb::Decision::Ask),
+        ("c5", "Edit", "", "/etc/hosts", pb::Decision::Ask),
     ];
     for (call_id, tool, command, path, expected) in calls {
         let response = worker.call(call_id, tool, command, path).await;

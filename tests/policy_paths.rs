@@ -31,8 +31,8 @@ fn decide(profile: &CompiledProfile, tool: &str, command: &str, path: &str) -> V
     })
 }
 
-/// The presets deny secrets with a deny rule scoped by `path_allow`: on a case-insensitive
-/// checkout `.ENV` is `.env`, so the deny must reach it.
+/// The presets' secrets are matched ignoring case: on a case-insensitive checkout `.ENV`
+/// is `.env`, so the deny must reach it.
 #[test]
 fn case_variants_of_secret_paths_are_denied_by_the_presets() {
     for name in ["trusted-mount-autonomous", "headless-permissive-sandbox"] {
@@ -50,7 +50,9 @@ fn case_variants_of_secret_paths_are_denied_by_the_presets() {
                 "{name} {tool} {path}: {}",
                 v.reason
             );
-            assert!(v.reason.contains("may match"), "{}", v.reason);
+            // The secrets decide before the rules, ignoring case.
+            assert!(v.reason.starts_with("writes a secret: "), "{}", v.reason);
+            assert_eq!(v.rule_index, None);
         }
         // A redirection is judged as Write: the same secret by another route.
         let v = decide(&profile, "Bash", "echo k > Secrets/key", "");
@@ -211,9 +213,13 @@ fn the_resolved_path_is_judged_too_and_the_stricter_decision_wins() {
         v.reason
     );
     assert!(v.reason.contains("outside the workspace"), "{}", v.reason);
-    // A link to a secret inside the workspace is denied by the secret's rule.
+    // A link to a secret inside the workspace is denied by the secrets.
     let v = trusted.evaluate(&call("notes.txt", "/work/repo/.env"));
-    assert_eq!((v.decision, v.rule_index), (Decision::Deny, Some(0)));
+    assert_eq!((v.decision, v.rule_index), (Decision::Deny, None));
+    assert_eq!(
+        v.reason,
+        r#"writes a secret: ".env" matches secrets ".env""#
+    );
     // The stricter side wins from either side: a resolved path never buys an allow.
     let v = trusted.evaluate(&call(".env", "/work/repo/src/a.rs"));
     assert_eq!(v.decision, Decision::Deny, "{}", v.reason);

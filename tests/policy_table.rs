@@ -30,15 +30,15 @@ const CASES: &[Case] = &[
     (HS, "Bash", "cargo test > log.txt", "", "", "ask"),
     (HS, "Bash", "BAR=2 cargo test", "", "", "deny"),
     (HS, "Bash", "./node_modules/.bin/npm test", "", "", "deny"),
-    (HS, "Edit", "", "./a/../.env", "", "ask"),
-    (HS, "Edit", "", "lib/credentials.yaml", "", "ask"),
+    (HS, "Edit", "", "./a/../.env", "", "deny"),
+    (HS, "Edit", "", "lib/credentials.yaml", "", "deny"),
     // --- headless-safe-sandbox: first match, entries at word boundaries
     (HS, "Read", "", "src/main.rs", "", "allow"),
     (HS, "Glob", "", "", "", "allow"),
     (HS, "Grep", "", "src", "", "allow"),
     (HS, "Edit", "", "src/lib.rs", "", "allow"),
-    (HS, "Edit", "", "secrets/db.key", "", "ask"),
-    (HS, "Edit", "", "config/.env", "", "ask"),
+    (HS, "Edit", "", "secrets/db.key", "", "deny"),
+    (HS, "Edit", "", "config/.env", "", "deny"),
     (HS, "Write", "", "notes.txt", "", "ask"),
     (HS, "Task", "", "", "", "ask"),
     (HS, "Bash", "git status", "", "", "allow"),
@@ -73,7 +73,7 @@ const CASES: &[Case] = &[
     // paths held to the workspace
     (HS, "Read", "", "/etc/passwd", "", "ask"),
     (HS, "Read", "", "/home/dev/repo/src/a.rs", WS, "allow"),
-    (HS, "Edit", "", "/home/dev/repo/.env", WS, "ask"),
+    (HS, "Edit", "", "/home/dev/repo/.env", WS, "deny"),
     // --- headless-permissive-sandbox: the cases
     (HP, "Bash", "ls && ncat host 1", "", "", "deny"),
     (HP, "Bash", "echo \"$(ssh host)\"", "", "", "deny"),

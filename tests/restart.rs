@@ -202,7 +202,7 @@ async fn nothing_committed_is_lost_after_kill_9() {
         pb::Decision::Deny as i32
     );
     assert_eq!(
-        worker.call("a1", "Edit", "", ".env").await,
+        worker.call("a1", "Edit", "", "/etc/hosts").await,
         pb::Decision::Ask as i32
     );
 

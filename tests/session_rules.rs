@@ -30,7 +30,7 @@ async fn attach_runs_the_run_and_decides_by_profile() {
         .call("c2", "Bash", "git status && rm -rf /", "")
         .await;
     assert_eq!(decision(&rm), pb::Decision::Deny);
-    let env = worker.call("c3", "Edit", "", ".env").await;
+    let env = worker.call("c3", "Edit", "", "/etc/hosts").await;
     assert_eq!(decision(&env), pb::Decision::Ask);
 
     let run = server.get_run(&run_id).await;

@@ -124,7 +124,7 @@ async fn an_ask_whose_resolution_could_not_be_committed_is_still_pending() {
     let run_id = server.start_run("headless-safe-sandbox").await;
     let (mut worker, _) = Worker::attach(&server, &run_id).await;
     assert_eq!(
-        decision(&worker.call("e1", "Edit", "", ".env").await),
+        decision(&worker.call("e1", "Edit", "", "/etc/hosts").await),
         pb::Decision::Ask
     );
 
@@ -149,7 +149,7 @@ async fn an_ask_whose_resolution_could_not_be_committed_is_still_pending() {
     let ended = worker.next().await;
     assert!(ended.is_err(), "{ended:?}");
     let (mut worker, _) = Worker::attach(&server, &run_id).await;
-    let repeat = worker.call("e1", "Edit", "", ".env").await;
+    let repeat = worker.call("e1", "Edit", "", "/etc/hosts").await;
     assert_eq!(
         decision(&repeat),
         pb::Decision::Ask,

@@ -105,7 +105,7 @@ async fn each_ask_and_its_answer_are_posted_once_with_their_fields() {
     .await;
     let run_id = server.start_run("headless-safe-sandbox").await;
     let (mut worker, _) = Worker::attach(&server, &run_id).await;
-    let asked = worker.call("c<1>", "Edit", "", "/work/repo/.env").await;
+    let asked = worker.call("c<1>", "Edit", "", "/etc/hosts").await;
     assert_eq!(decision(&asked), pb::Decision::Ask);
 
     let opened = next_post(&mut posts).await;
@@ -118,7 +118,7 @@ async fn each_ask_and_its_answer_are_posted_once_with_their_fields() {
     assert_eq!(body["project_id"], "proj-1");
     assert_eq!(body["call_id"], "c<1>");
     assert_eq!(body["tool"], "Edit");
-    assert_eq!(body["path"], "/work/repo/.env");
+    assert_eq!(body["path"], "/etc/hosts");
     assert_eq!(body["command"], "");
     assert_eq!(body["url"], "");
     assert_eq!(body["rule"], Value::Null, "the mode's default asked");
@@ -129,7 +129,7 @@ async fn each_ask_and_its_answer_are_posted_once_with_their_fields() {
     let link = format!("http://{}/#/asks/{run_id}/c%3C1%3E", server.addr);
     assert_eq!(body["link"], link.as_str());
     let text = body["text"].as_str().unwrap();
-    assert!(text.contains("agent-1") && text.contains("Edit `/work/repo/.env`"));
+    assert!(text.contains("agent-1") && text.contains("Edit `/etc/hosts`"));
     assert!(text.ends_with(&format!("<{link}|answer>")), "{text}");
 
     server
@@ -147,7 +147,7 @@ async fn each_ask_and_its_answer_are_posted_once_with_their_fields() {
     assert_eq!(resolved["reason"], "looks fine");
     assert_eq!(resolved["call_id"], "c<1>");
     assert_eq!(resolved["tool"], "Edit", "the ask's own call is carried");
-    assert_eq!(resolved["path"], "/work/repo/.env");
+    assert_eq!(resolved["path"], "/etc/hosts");
     assert!(resolved["text"]
         .as_str()
         .unwrap()
@@ -155,9 +155,7 @@ async fn each_ask_and_its_answer_are_posted_once_with_their_fields() {
     no_more(&mut posts).await;
 
     // An ask its run's end denies.
-    let asked = worker
-        .call("c2", "Edit", "", "/work/repo/config/.env")
-        .await;
+    let asked = worker.call("c2", "Edit", "", "/etc/motd").await;
     assert_eq!(decision(&asked), pb::Decision::Ask);
     assert_eq!(next_post(&mut posts).await.body["event"], "ask.opened");
     server.cancel(&run_id, "stop").await;
@@ -217,7 +215,7 @@ async fn receivers_that_are_down_or_silent_delay_no_decision() {
     .await;
     let run_id = server.start_run("headless-safe-sandbox").await;
     let (mut worker, _) = Worker::attach(&server, &run_id).await;
-    let asked = worker.call("c1", "Edit", "", "/work/repo/.env").await;
+    let asked = worker.call("c1", "Edit", "", "/etc/hosts").await;
     assert_eq!(decision(&asked), pb::Decision::Ask);
     // While both receivers fail the ask's notice, the worker's next calls are answered.
     for call_id in ["c2", "c3", "c4"] {

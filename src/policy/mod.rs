@@ -1,59 +1,34 @@
 //! Policy profiles and their evaluation.
 //!
-//! A profile (see `profile`) is what an operator writes; `CompiledProfile` is what the
-//! server evaluates calls with; `ProfileRegistry` holds the built-in presets and the
-//! profiles of a policy directory. docs/POLICY.md describes the rules for users.
+//! Two rooms: `profile`, what an operator writes and its life from file to compiled form
+//! (`CompiledProfile`, and `ProfileRegistry`, which holds the built-in presets and the
+//! profiles of a policy directory); and `judge`, how a call is decided under a compiled
+//! profile, shell command lines included. `replay` judges recorded calls again.
+//! docs/POLICY.md describes the rules for users.
 
-mod case;
-mod check;
-mod commands;
-mod compile;
-mod containment;
-mod error;
-mod eval;
-mod expansion;
-mod extent;
-mod globs;
-mod grants;
-pub mod import;
-mod interpreters;
-mod lex;
-mod lint;
-mod live;
-mod load;
-mod memo;
-mod offload;
-mod options;
-mod path;
-mod presets;
+mod judge;
 mod profile;
-mod programs;
-mod render;
 pub mod replay;
-mod shell;
-mod version;
-mod walk;
-mod words;
-mod wrappers;
 
-pub use case::{PolicyTest, DEFAULT_TEST_WORKSPACE};
-pub use check::{TestFailure, TestOutcome};
-pub use compile::CompiledProfile;
-pub use containment::{egress_of, EgressEndpoint, SandboxSettings};
-pub use error::{LoadError, PolicyError};
-pub use eval::{ToolCall, Verdict};
-pub use grants::{grant_match, GrantError};
-pub use lint::{lint, LintKind, LintWarning, KNOWN_TOOLS};
-pub use live::{LiveProfiles, ProfileChange};
-pub use load::{parse_profile, ParseError, ProfileFormat, ProfileRegistry, ProfileSource};
-pub use offload::{
+pub use judge::eval::{ToolCall, Verdict};
+pub use judge::offload::{
     apply_grants_off_runtime, evaluate_off_runtime, JudgeFailed, INLINE_COMMAND_BYTES,
 };
-pub use path::{locate, normalize_path, WorkspacePath};
-pub use presets::{presets, DEFAULT_PROFILE};
-pub use profile::{
+pub use judge::path::{locate, normalize_path, WorkspacePath};
+pub use profile::case::{PolicyTest, DEFAULT_TEST_WORKSPACE};
+pub use profile::check::{TestFailure, TestOutcome};
+pub use profile::compile::CompiledProfile;
+pub use profile::containment::{egress_of, EgressEndpoint, SandboxSettings};
+pub use profile::error::{LoadError, PolicyError};
+pub use profile::grants::{grant_match, GrantError};
+pub use profile::import;
+pub use profile::lint::{lint, LintKind, LintWarning, KNOWN_TOOLS};
+pub use profile::live::{LiveProfiles, ProfileChange};
+pub use profile::load::{parse_profile, ParseError, ProfileFormat, ProfileRegistry, ProfileSource};
+pub use profile::presets::{presets, DEFAULT_PROFILE};
+pub use profile::render::{profile_to_toml, rule_to_toml};
+pub use profile::schema::{
     PermissionRule, PolicyMode, PolicyProfile, QualityGate, TerminationCondition, ToolSpecifier,
     UnknownMode, DEFAULT_ASK_TIMEOUT_SECONDS,
 };
-pub use render::{profile_to_toml, rule_to_toml};
-pub use version::{canonical_form, compile_version, content_hash, VersionError};
+pub use profile::version::{canonical_form, compile_version, content_hash, VersionError};

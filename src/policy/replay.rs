@@ -13,11 +13,11 @@
 
 use std::collections::BTreeMap;
 
-use super::compile::CompiledProfile;
-use super::eval::{ToolCall, Verdict};
-use super::offload::{guarded, JudgeFailed};
 use crate::domain::event::{Decided, Event, EventKind};
 use crate::domain::Decision;
+use crate::policy::judge::eval::{ToolCall, Verdict};
+use crate::policy::judge::offload::{guarded, JudgeFailed};
+use crate::policy::profile::compile::CompiledProfile;
 
 /// A decision with what made it.
 #[derive(Debug, Clone, PartialEq, Eq)]

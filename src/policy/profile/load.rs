@@ -10,7 +10,7 @@ use super::case::PolicyTest;
 use super::compile::CompiledProfile;
 use super::error::{LoadError, PolicyError};
 use super::presets::presets;
-use super::profile::{PermissionRule, PolicyProfile, ToolSpecifier};
+use super::schema::{PermissionRule, PolicyProfile, ToolSpecifier};
 
 /// The syntax of a profile file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -267,7 +267,7 @@ fn profile_from_value(value: Value, default_name: &str) -> Result<PolicyProfile,
     let mode = match take::<String>(&mut map, "", "mode")? {
         Some(m) => m
             .parse()
-            .map_err(|e: super::profile::UnknownMode| PolicyError::new("mode", e.to_string()))?,
+            .map_err(|e: super::schema::UnknownMode| PolicyError::new("mode", e.to_string()))?,
         None => Default::default(),
     };
     let rules = match map.remove("rules") {

@@ -2,7 +2,7 @@
 
 use super::case::PolicyTest;
 use super::containment::SandboxSettings;
-use super::profile::{
+use super::schema::{
     PermissionRule, PolicyMode, PolicyProfile, QualityGate, TerminationCondition,
     DEFAULT_ASK_TIMEOUT_SECONDS,
 };
@@ -98,6 +98,43 @@ fn test(name: &str, tool: &str, expect: Decision, by: Option<usize>) -> PolicyTe
     }
 }
 
+/// What every preset's secrets must do, decided before any rule (so by none): reads,
+/// searches and edits of secrets are denied, runplane's own token included, while a read
+/// of source is allowed by the preset's Read rule `read_rule`.
+fn secret_tests(read_rule: usize) -> Vec<PolicyTest> {
+    vec![
+        on_path("reading .env is denied", "Read", ".env", Deny, None),
+        on_path(
+            "reading the operator's token is denied",
+            "Read",
+            "runplane-data/operator.token",
+            Deny,
+            None,
+        ),
+        on_path(
+            "searching secrets/ is denied",
+            "Grep",
+            "secrets/",
+            Deny,
+            None,
+        ),
+        on_path(
+            "editing .env.production is denied",
+            "Edit",
+            ".env.production",
+            Deny,
+            None,
+        ),
+        on_path(
+            "reading source is still allowed",
+            "Read",
+            "src/main.rs",
+            Allow,
+            Some(read_rule),
+        ),
+    ]
+}
+
 fn read_tools_allowed() -> Vec<PermissionRule> {
     ["Read", "Glob", "Grep"]
         .into_iter()
@@ -138,7 +175,9 @@ fn plan_readonly() -> PolicyProfile {
     let (secrets, sandbox) = contained(true);
     PolicyProfile {
         name: "plan-readonly".into(),
-        description: "Read-only planning: the agent may read and search, nothing else.".into(),
+        description: "Read-only planning: the agent may read and search (not secrets), nothing \
+                      else."
+            .into(),
         mode: PolicyMode::Plan,
         rules,
         quality_gate: QualityGate::default(),
@@ -159,7 +198,10 @@ fn plan_readonly() -> PolicyProfile {
                 url: "https://example.com/".into(),
                 ..test("other tools get the mode's deny", "WebFetch", Deny, None)
             },
-        ],
+        ]
+        .into_iter()
+        .chain(secret_tests(0))
+        .collect(),
     }
 }
 
@@ -210,7 +252,13 @@ fn headless_safe_sandbox() -> PolicyProfile {
                 Allow,
                 Some(3),
             ),
-            on_path("editing a secret asks", "Edit", "config/.env", Ask, None),
+            on_path(
+                "editing a secret is denied",
+                "Edit",
+                "config/.env",
+                Deny,
+                None,
+            ),
             bash("git status is allowed", "git status", Allow, Some(4)),
             bash(
                 "rm after git status is denied",
@@ -225,7 +273,10 @@ fn headless_safe_sandbox() -> PolicyProfile {
                 None,
             ),
             on_path("writing a new file asks", "Write", "src/new.rs", Ask, None),
-        ],
+        ]
+        .into_iter()
+        .chain(secret_tests(0))
+        .collect(),
     }
 }
 
@@ -265,7 +316,7 @@ fn headless_permissive_sandbox() -> PolicyProfile {
                 "Write",
                 "secrets/key",
                 Deny,
-                Some(4),
+                None,
             ),
             bash("other commands are allowed", "cargo build", Allow, Some(8)),
             bash(
@@ -286,7 +337,10 @@ fn headless_permissive_sandbox() -> PolicyProfile {
                 Ask,
                 None,
             ),
-        ],
+        ]
+        .into_iter()
+        .chain(secret_tests(0))
+        .collect(),
     }
 }
 
@@ -308,7 +362,7 @@ fn trusted_mount_autonomous() -> PolicyProfile {
         secrets,
         sandbox,
         tests: vec![
-            on_path("editing a secret is denied", "Edit", ".env", Deny, Some(0)),
+            on_path("editing a secret is denied", "Edit", ".env", Deny, None),
             on_path(
                 "editing source is allowed",
                 "Edit",
@@ -324,6 +378,9 @@ fn trusted_mount_autonomous() -> PolicyProfile {
                 None,
             ),
             on_path("editing outside asks", "Edit", "/etc/passwd", Ask, None),
-        ],
+        ]
+        .into_iter()
+        .chain(secret_tests(2))
+        .collect(),
     }
 }

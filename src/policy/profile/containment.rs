@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use super::error::PolicyError;
 use super::globs::{domain_glob, path_glob};
-use super::profile::PolicyProfile;
+use super::schema::PolicyProfile;
 use crate::domain::Decision;
 
 /// The `[sandbox]` table of a profile.

@@ -6,7 +6,9 @@
 use super::lex;
 use super::options::{options, Spec, NO_OPTIONS};
 use super::programs;
+use super::reads;
 use super::shell::{join, script, Env, Part, Restriction, Sink};
+use super::vetted;
 use super::words::Word;
 use super::wrappers;
 
@@ -38,12 +40,15 @@ pub(crate) fn simple_shown(mut words: Vec<Word>, text: String, env: Env, sink: &
     // deny of the command is what the verdict names.
     let at = sink.parts.len();
     let state = builtin(&name, &words, &text, env, sink);
+    let unvetted = vetted::judge(&name, &words, &text, sink);
     let restriction = env
         .assigns
         .then_some(Restriction::Assignment)
         .or(state)
+        .or(unvetted)
         .or(path_name.then_some(Restriction::PathName));
     programs::judge(&name, &words, &text, sink);
+    reads::judge(&name, &words, &text, sink);
     let runs = wrappers::runs_commands(&name) || is_shell(&name) || RUNS_STRINGS.contains(&&*name);
     if !runs {
         let part = Part::Command {
@@ -63,10 +68,17 @@ pub(crate) fn simple_shown(mut words: Vec<Word>, text: String, env: Env, sink: &
     let args = &words[1..];
     match name.as_str() {
         _ if is_shell(&name) => shell(&name, args, &text, env, sink),
-        "eval" => match args.iter().map(Word::exact).collect::<Option<Vec<_>>>() {
-            Some(parts) => script(&parts.join(" "), env, sink),
-            None => sink.indeterminate(&text, "eval of text not known before it runs"),
-        },
+        "eval" => {
+            // Bash's `eval` takes a leading `--` as the end of its (no) options.
+            let code = match args.first().and_then(Word::exact) {
+                Some("--") => &args[1..],
+                _ => args,
+            };
+            match code.iter().map(Word::exact).collect::<Option<Vec<_>>>() {
+                Some(parts) => script(&parts.join(" "), env, sink),
+                None => sink.indeterminate(&text, "eval of text not known before it runs"),
+            }
+        }
         "source" | "." => sink.indeterminate(&text, "runs a script file that is not judged"),
         _ => wrappers::unwrap(&name, &words, &text, env, sink),
     }

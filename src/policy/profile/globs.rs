@@ -1,4 +1,4 @@
-//! How each kind of glob in a profile is built. Validation (`profile`) and compilation
+//! How each kind of glob in a profile is built. Validation (`schema`) and compilation
 //! (`compile`) both build them, and must agree on the options, so they live below both.
 
 use globset::{Glob, GlobBuilder};

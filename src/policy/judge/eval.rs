@@ -4,23 +4,25 @@
 
 use serde::Serialize;
 
-use super::compile::{CallFacts, CommandArg, CompiledProfile, PathArg, Subject, Tri};
+use super::guard::Line;
+use super::judgement::{what, Caveat, Judgement};
 use super::memo;
 use super::path::{locate, WorkspacePath};
-use super::shell::{Part, Restriction};
+use super::shell::Part;
 use super::words::Word;
 use crate::domain::Decision;
+use crate::policy::profile::compile::{CallFacts, CommandArg, CompiledProfile, PathArg, Subject};
 
 /// The tool whose command is a shell command line. Tool names are compared ignoring ASCII
 /// case everywhere (here and in rule matching): agents and their hosts do not agree on
 /// the case of a tool's name, and an exact comparison let `bash` or `EDIT` pass every rule
 /// written for `Bash` or `Edit` — and `bash` past the shell parser.
-pub(super) const SHELL_TOOL: &str = "Bash";
+pub(crate) const SHELL_TOOL: &str = "Bash";
 /// The tool a redirection is judged as (rules for `write` apply too, see `same_tool`).
-const WRITE_TOOL: &str = "Write";
+pub(super) const WRITE_TOOL: &str = "Write";
 
 /// Whether two tool names name the same tool.
-pub(super) fn same_tool(a: &str, b: &str) -> bool {
+pub(crate) fn same_tool(a: &str, b: &str) -> bool {
     a.eq_ignore_ascii_case(b)
 }
 
@@ -72,42 +74,9 @@ impl Verdict {
     }
 }
 
-/// Why allow rules may not apply to a subject.
-#[derive(Debug, Clone)]
-enum Caveat {
-    Restricted(Restriction),
-    Indeterminate(&'static str),
-    Outside(String),
-    UnknownTarget,
-}
-
-impl std::fmt::Display for Caveat {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Caveat::Restricted(Restriction::Assignment) => f.write_str("it sets shell variables"),
-            Caveat::Restricted(Restriction::PathName) => f.write_str("its command name is a path"),
-            Caveat::Restricted(Restriction::ShellState) => {
-                f.write_str("it changes the shell's state (variables, options, traps, aliases)")
-            }
-            Caveat::Indeterminate(why) => write!(f, "it is indeterminate ({why})"),
-            Caveat::Outside(path) => write!(f, "the path {path} is outside the workspace"),
-            Caveat::UnknownTarget => f.write_str("its target is not known before it runs"),
-        }
-    }
-}
-
-/// The outcome for one subject, before it is put into words.
-struct Judgement {
-    decision: Decision,
-    /// The deciding rule and how surely it matched.
-    rule: Option<(usize, Tri)>,
-    caveat: Option<Caveat>,
-    /// An allow rule that matched but was passed over because of the caveat.
-    passed_over: Option<usize>,
-}
-
 impl CompiledProfile {
-    /// Decides a tool call. Pure: no I/O, no clock.
+    /// Decides a tool call. No clock; the filesystem is looked at only where the call's
+    /// workspace exists on this machine (see `local`).
     ///
     /// With a resolved path, the call is judged with its path and again with the resolved
     /// path in its place, and the stricter verdict wins (the path's on a tie): a symlink
@@ -115,11 +84,21 @@ impl CompiledProfile {
     /// other would not get. Each of `paths` (a multi-file edit) is judged the same way in
     /// the path's place, and the strictest of all wins.
     pub fn evaluate(&self, call: &ToolCall<'_>) -> Verdict {
+        let facts = CallFacts::read(call.url, call.input);
+        // Secrets come before every rule: no allow rule can open one.
+        if let Some(verdict) = self.secret_in_call(call, &facts) {
+            return verdict;
+        }
         // A shell line is split once, whichever paths it is judged with.
         let parts = (same_tool(call.tool, SHELL_TOOL) && !call.command.trim().is_empty())
             .then(|| memo::parts(call.command));
-        let facts = CallFacts::read(call.url, call.input);
-        let parts = parts.as_deref();
+        let line = parts
+            .as_deref()
+            .map(|parts| Line::new(parts, call.workspace_root));
+        let line = line.as_ref();
+        if let Some(verdict) = line.and_then(|line| self.secret_in_line(line)) {
+            return verdict;
+        }
         // A call that names its files only in `paths` is judged by them alone: an empty
         // path stands for "no file", which every path constraint lets through.
         let (first, rest) = match call.paths.split_first() {
@@ -129,12 +108,12 @@ impl CompiledProfile {
                         path: first,
                         ..*call
                     },
-                    parts,
+                    line,
                     &facts,
                 ),
                 rest,
             ),
-            _ => (self.evaluate_path(call, parts, &facts), call.paths),
+            _ => (self.evaluate_path(call, line, &facts), call.paths),
         };
         let mut verdict = first;
         // Every further file is judged in the path's place; the strictest wins (the first
@@ -143,7 +122,7 @@ impl CompiledProfile {
             if verdict.decision == Decision::Deny {
                 break;
             }
-            let by_path = self.evaluate_at(call, path, parts, &facts);
+            let by_path = self.evaluate_at(call, path, line, &facts);
             if by_path.decision > verdict.decision {
                 verdict = Verdict {
                     reason: format!("the path {path:?} decided: {}", by_path.reason),
@@ -158,16 +137,16 @@ impl CompiledProfile {
     fn evaluate_path(
         &self,
         call: &ToolCall<'_>,
-        parts: Option<&[Part]>,
+        line: Option<&Line<'_>>,
         facts: &CallFacts,
     ) -> Verdict {
-        let verdict = self.evaluate_at(call, call.path, parts, facts);
+        let verdict = self.evaluate_at(call, call.path, line, facts);
         let resolved = call.resolved_path;
         // Nothing is stricter than deny, and the same text is placed the same way.
         if resolved.is_empty() || resolved == call.path || verdict.decision == Decision::Deny {
             return verdict;
         }
-        let by_resolved = self.evaluate_at(call, resolved, parts, facts);
+        let by_resolved = self.evaluate_at(call, resolved, line, facts);
         if by_resolved.decision > verdict.decision {
             Verdict {
                 reason: format!(
@@ -181,13 +160,13 @@ impl CompiledProfile {
         }
     }
 
-    /// Decides `call` as if its path were `path`; `parts` are its command's parts when it
+    /// Decides `call` as if its path were `path`; `line` holds its command's parts when it
     /// is a shell command line.
     fn evaluate_at(
         &self,
         call: &ToolCall<'_>,
         path: &str,
-        parts: Option<&[Part]>,
+        line: Option<&Line<'_>>,
         facts: &CallFacts,
     ) -> Verdict {
         let located = (!path.is_empty()).then(|| locate(path, call.workspace_root));
@@ -198,7 +177,7 @@ impl CompiledProfile {
                 .filter(|p| p.is_outside())
                 .map(|p| Caveat::Outside(p.as_str().to_string()))
         };
-        let Some(parts) = parts else {
+        let Some(line) = line else {
             let words: Vec<Word> = call.command.split_whitespace().map(Word::literal).collect();
             let subject = Subject {
                 tool: call.tool,
@@ -215,8 +194,10 @@ impl CompiledProfile {
             return self.verdict(judgement, &what, None);
         };
         let mut best: Option<(&Part, Judgement)> = None;
-        for part in parts.iter() {
-            let judgement = self.judge_part(part, path, outside(), call.workspace_root, facts);
+        for part in line.parts {
+            let Some(judgement) = self.judge_part(part, path, outside(), line, facts) else {
+                continue;
+            };
             if best
                 .as_ref()
                 .is_none_or(|(_, b)| judgement.decision > b.decision)
@@ -230,13 +211,7 @@ impl CompiledProfile {
         }
         match best {
             Some((part, judgement)) => {
-                let what = match part {
-                    Part::Write { text, .. } => {
-                        format!("the write {text:?} (judged as {WRITE_TOOL})")
-                    }
-                    _ => format!("{:?}", part.text()),
-                };
-                self.verdict(judgement, &what, Some(part.text().to_string()))
+                self.verdict(judgement, &what(part), Some(part.text().to_string()))
             }
             None => {
                 // Only comments: nothing runs; judge the bare tool.
@@ -254,12 +229,13 @@ impl CompiledProfile {
     /// The parts of a shell line that some file of the call keeps from being allowed: the
     /// parts an ask of the line is about, which grants must cover (`grants`). Each part is
     /// judged with every file of the call, as `evaluate` judges the line.
-    pub(super) fn unallowed_parts<'p>(
+    pub(crate) fn unallowed_parts<'p>(
         &self,
         call: &ToolCall<'_>,
         parts: &'p [Part],
     ) -> Vec<&'p Part> {
         let facts = CallFacts::read(call.url, call.input);
+        let line = Line::new(parts, call.workspace_root);
         let mut files: Vec<&str> = [call.path, call.resolved_path]
             .into_iter()
             .chain(call.paths.iter().map(String::as_str))
@@ -275,147 +251,13 @@ impl CompiledProfile {
                 .as_ref()
                 .filter(|p| p.is_outside())
                 .map(|p| Caveat::Outside(p.as_str().to_string()));
-            let judged = self.judge_part(part, path, outside, call.workspace_root, &facts);
-            judged.decision == Decision::Allow
+            let judged = self.judge_part(part, path, outside, &line, &facts);
+            judged.is_none_or(|j| j.decision == Decision::Allow)
         };
         parts
             .iter()
             .filter(|part| !files.iter().all(|file| allowed(part, file)))
             .collect()
-    }
-
-    fn judge_part(
-        &self,
-        part: &Part,
-        path: PathArg<'_>,
-        outside: Option<Caveat>,
-        workspace_root: Option<&str>,
-        facts: &CallFacts,
-    ) -> Judgement {
-        match part {
-            Part::Command {
-                words, restriction, ..
-            } => {
-                let subject = Subject {
-                    tool: SHELL_TOOL,
-                    command: CommandArg::Words(words),
-                    path,
-                    facts,
-                };
-                self.judge(&subject, restriction.map(Caveat::Restricted).or(outside))
-            }
-            Part::Indeterminate { why, .. } => {
-                let subject = Subject {
-                    tool: SHELL_TOOL,
-                    command: CommandArg::Indeterminate,
-                    path,
-                    facts,
-                };
-                self.judge(&subject, Some(Caveat::Indeterminate(why)))
-            }
-            Part::Write { target, .. } => {
-                let located = target.as_deref().map(|t| locate(t, workspace_root));
-                let caveat = match &located {
-                    None => Some(Caveat::UnknownTarget),
-                    Some(WorkspacePath::Outside(p)) => Some(Caveat::Outside(p.clone())),
-                    Some(WorkspacePath::Inside(_)) => None,
-                };
-                let subject = Subject {
-                    tool: WRITE_TOOL,
-                    command: CommandArg::None,
-                    path: located.as_ref().map_or(PathArg::Unknown, PathArg::Known),
-                    facts,
-                };
-                self.judge(&subject, caveat)
-            }
-        }
-    }
-
-    /// First match over the rules for one subject. With a caveat, allow rules are passed
-    /// over and an allowing mode default becomes ask.
-    fn judge(&self, subject: &Subject<'_>, caveat: Option<Caveat>) -> Judgement {
-        let mut passed_over = None;
-        for (i, rule) in self.rules.iter().enumerate() {
-            if !rule.is_for(subject.tool) {
-                continue;
-            }
-            let matched = rule.matches(subject);
-            let applies = match rule.decision {
-                Decision::Allow => matched == Tri::Yes,
-                Decision::Ask | Decision::Deny => matched != Tri::No,
-            };
-            if !applies {
-                continue;
-            }
-            if rule.decision == Decision::Allow && caveat.is_some() {
-                passed_over.get_or_insert(i);
-                continue;
-            }
-            return Judgement {
-                decision: rule.decision,
-                rule: Some((i, matched)),
-                caveat,
-                passed_over,
-            };
-        }
-        let mut decision = self.profile.mode.unmatched_decision();
-        if decision == Decision::Allow && caveat.is_some() {
-            decision = Decision::Ask;
-        }
-        Judgement {
-            decision,
-            rule: None,
-            caveat,
-            passed_over,
-        }
-    }
-
-    fn verdict(&self, j: Judgement, what: &str, part: Option<String>) -> Verdict {
-        let reason = match (&j.rule, &j.caveat) {
-            (Some((i, matched)), caveat) => {
-                let how = if *matched == Tri::Maybe {
-                    "may match"
-                } else {
-                    "matches"
-                };
-                let rule = &self.rules[*i];
-                let mut reason =
-                    format!("rules[{i}] ({} {}) {how} {what}", rule.tool, rule.decision);
-                if let Some(c) = caveat {
-                    reason.push_str(&format!("; {c}"));
-                }
-                reason
-            }
-            (None, Some(c))
-                if j.decision == Decision::Ask
-                    && self.profile.mode.unmatched_decision() == Decision::Allow =>
-            {
-                let passed = j
-                    .passed_over
-                    .map(|i| format!(" (rules[{i}] would allow it)"))
-                    .unwrap_or_default();
-                format!("{what} is never allowed because {c}{passed}; no deny or ask rule matches, so ask")
-            }
-            // The caveat says why a part the judge cannot know (or may not allow) is what
-            // it is, even when no rule had to pass it over.
-            (None, Some(c)) => {
-                let mode = self.profile.mode;
-                format!(
-                    "no rule matches {what}; {c}; mode {mode} gives {}",
-                    j.decision
-                )
-            }
-            (None, None) => {
-                let mode = self.profile.mode;
-                format!("no rule matches {what}; mode {mode} gives {}", j.decision)
-            }
-        };
-        Verdict {
-            decision: j.decision,
-            reason,
-            rule_index: j.rule.map(|(i, _)| i),
-            part,
-        }
     }
 }
 

@@ -294,6 +294,12 @@ pub(crate) fn runs_commands(name: &str) -> bool {
         || matches!(name, "command" | "xargs" | "find")
 }
 
+/// Whether `name` is a wrapper whose command is found in its words and judged as a
+/// command of its own.
+pub(crate) fn judges_its_command(name: &str) -> bool {
+    WRAPPERS.iter().any(|w| w.name == name) || matches!(name, "command" | "xargs")
+}
+
 /// Judges what a wrapper runs (the wrapper itself is already a part).
 pub(crate) fn unwrap(name: &str, words: &[Word], text: &str, env: Env, sink: &mut Sink) {
     let args = &words[1..];

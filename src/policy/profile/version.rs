@@ -15,8 +15,8 @@ use sha2::{Digest, Sha256};
 
 use super::compile::CompiledProfile;
 use super::load::{parse_profile, ParseError, ProfileFormat};
-use super::profile::PolicyProfile;
 use super::render::profile_to_toml;
+use super::schema::PolicyProfile;
 
 /// The canonical form of a profile: the text its hash is taken over.
 pub fn canonical_form(profile: &PolicyProfile) -> String {

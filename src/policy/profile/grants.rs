@@ -18,12 +18,12 @@
 //! otherwise the call is asked, as the profile said.
 
 use super::compile::CompiledProfile;
-use super::eval::{same_tool, ToolCall, Verdict, SHELL_TOOL};
 use super::globs::path_glob;
-use super::memo;
-use super::path::locate;
-use super::shell::Part;
 use crate::domain::{Decision, Grant, GrantMatch, Remember};
+use crate::policy::judge::eval::{same_tool, ToolCall, Verdict, SHELL_TOOL};
+use crate::policy::judge::memo;
+use crate::policy::judge::path::locate;
+use crate::policy::judge::shell::Part;
 
 /// A run-scoped answer that does not fit the asked call; the message names the field.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -125,7 +125,13 @@ fn prefix_words(tool: &str, prefix: &str) -> Option<Vec<String>> {
     if !same_tool(tool, SHELL_TOOL) {
         return Some(prefix.split_whitespace().map(str::to_string).collect());
     }
-    match &*memo::parts(prefix) {
+    // The files a prefix's words may name are no part of what it runs.
+    let parts = memo::parts(prefix);
+    let runs: Vec<&Part> = parts
+        .iter()
+        .filter(|part| !matches!(part, Part::Read { .. }))
+        .collect();
+    match runs.as_slice() {
         [Part::Command {
             words,
             restriction: None,

@@ -12,10 +12,10 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
-use super::compile::CompiledProfile;
 use super::eval::{ToolCall, Verdict};
 use super::memo;
 use crate::domain::Grant;
+use crate::policy::profile::compile::CompiledProfile;
 
 /// Longest command judged inline. The same bound as the memo of split lines: a line up to
 /// this long is remembered per thread, so judging it again elsewhere would lose the memo;
@@ -69,7 +69,7 @@ pub async fn apply_grants_off_runtime(
 }
 
 /// Runs the judge here; a panic becomes `JudgeFailed`. Free unless it panics.
-pub(super) fn guarded<T>(judge: impl FnOnce() -> T) -> Result<T, JudgeFailed> {
+pub(crate) fn guarded<T>(judge: impl FnOnce() -> T) -> Result<T, JudgeFailed> {
     // The judge shares nothing mutable with the caller: its only state is the thread's
     // memo of split lines, which is only ever written whole (behind `try_borrow_mut`).
     catch_unwind(AssertUnwindSafe(judge)).map_err(|_| JudgeFailed)

@@ -7,7 +7,7 @@
 use serde::Serialize;
 
 use super::globs::tool_glob;
-use super::profile::{PermissionRule, PolicyProfile};
+use super::schema::{PermissionRule, PolicyProfile};
 use crate::domain::Decision;
 
 /// The tool names agents send: Claude Code's, and Codex's `apply_patch` (Codex reports

@@ -6,6 +6,7 @@ use tree_sitter::Node;
 
 use super::commands;
 use super::lex;
+use super::secrets::home_form;
 use super::shell::{assignment, write_part, Env, Part, Restriction, Sink};
 use super::words::Word;
 
@@ -338,6 +339,7 @@ impl Walker<'_, '_> {
             _ => false,
         };
         let duplicates = matches!(operator, ">&" | "<&" | ">&-" | "<&-");
+        let reads = matches!(operator, "<" | "<>");
         let text = self.text(node).to_string();
         for destination in destinations {
             let target = self.word(destination, env);
@@ -349,6 +351,17 @@ impl Walker<'_, '_> {
                 }
             } else if !duplicates && target.exact().is_none() {
                 self.sink.indeterminate(&text, UNKNOWN_INPUT);
+            }
+            // The file read, for the secrets: as written, or from `$HOME`.
+            let read = match target.known {
+                true => Some(target.text.clone()),
+                false => home_form(&target.text),
+            };
+            if let Some(path) = read.filter(|_| reads) {
+                self.sink.parts.push(Part::Read {
+                    paths: vec![path],
+                    text: text.clone(),
+                });
             }
         }
     }

@@ -6,8 +6,8 @@ use serde_json::{Map, Value};
 use super::claude_rule::{self, ClaudeRule, READ_TOOLS};
 use super::{verify, ImportError, ImportNote, Imported, Probe, ProfileTest, TEST_WORKSPACE};
 use crate::domain::Decision;
-use crate::policy::compile::CompiledProfile;
-use crate::policy::profile::{PermissionRule, PolicyMode, PolicyProfile};
+use crate::policy::profile::compile::CompiledProfile;
+use crate::policy::profile::schema::{PermissionRule, PolicyMode, PolicyProfile};
 
 /// What the profile is called and how `~/` reads on the machine that imports.
 #[derive(Debug, Clone, Copy)]

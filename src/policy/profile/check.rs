@@ -4,7 +4,7 @@ use std::fmt;
 
 use super::case::PolicyTest;
 use super::compile::CompiledProfile;
-use super::eval::{ToolCall, Verdict};
+use crate::policy::judge::eval::{ToolCall, Verdict};
 
 /// One test and what the profile decided for its call.
 #[derive(Debug, Clone, PartialEq)]

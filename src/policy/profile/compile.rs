@@ -5,11 +5,12 @@ use globset::{GlobMatcher, GlobSet, GlobSetBuilder};
 
 use super::error::PolicyError;
 use super::globs::{build_path_glob, command_glob, domain_glob, tool_glob};
-use super::path::WorkspacePath;
-use super::profile::{PermissionRule, PolicyProfile};
+use super::schema::{PermissionRule, PolicyProfile};
 use super::version::{canonical_form, content_hash};
-use super::words::Word;
 use crate::domain::Decision;
+use crate::policy::judge::path::WorkspacePath;
+use crate::policy::judge::secrets::Secrets;
+use crate::policy::judge::words::Word;
 
 /// Whether something holds, may hold, or does not: a part of a command that is only known
 /// at run time *may* match. Allow rules need `Yes`; deny and ask rules take `Maybe`.
@@ -118,6 +119,14 @@ impl CallFacts {
         };
         CallFacts { host, input }
     }
+
+    /// A text field of the call's input (a JSON object), if it has one.
+    pub(crate) fn input_text(&self, key: &str) -> Option<&str> {
+        match &self.input {
+            InputArg::Object(fields) => fields.get(key).and_then(serde_json::Value::as_str),
+            InputArg::None | InputArg::Unreadable => None,
+        }
+    }
 }
 
 pub(crate) struct CompiledRule {
@@ -175,6 +184,8 @@ struct SubPattern {
 pub struct CompiledProfile {
     pub(crate) profile: PolicyProfile,
     pub(crate) rules: Vec<CompiledRule>,
+    /// The profile's secrets and those of every profile, checked before the rules.
+    pub(crate) secrets: Secrets,
     /// The profile in its canonical form (see `version`), kept for storing the version.
     canonical: String,
     /// The SHA-256 of `canonical`: the version's name.
@@ -199,11 +210,13 @@ impl CompiledProfile {
             .enumerate()
             .map(|(i, rule)| compile_rule(i, rule))
             .collect::<Result<_, _>>()?;
+        let secrets = Secrets::compile(&profile.secrets)?;
         let canonical = canonical_form(&profile);
         let hash = content_hash(&canonical);
         Ok(Self {
             profile,
             rules,
+            secrets,
             canonical,
             hash,
         })

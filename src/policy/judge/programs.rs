@@ -4,13 +4,11 @@
 //! script with `e`, `git -c alias…`), which is indeterminate.
 
 use super::options::{options, Spec, NO_OPTIONS};
-use super::shell::{write_part, Sink};
+use super::shell::{link_part, write_part, Sink};
 use super::words::Word;
 
 use super::interpreters::{awk, interpreter, interpreter_code_flags, sed};
 
-pub(crate) const INLINE_CODE: &str =
-    "an interpreter given code on its command line, which is not judged";
 pub(crate) const UNKNOWN_OPTIONS: &str =
     "options the policy does not know, so which files it writes is unknown";
 
@@ -24,19 +22,6 @@ pub(crate) fn judge(name: &str, words: &[Word], text: &str, sink: &mut Sink) {
         "awk" | "gawk" | "mawk" | "nawk" => awk(args, text, sink),
         "sed" => sed(args, text, sink),
         "git" => git(args, text, sink),
-        "make" | "gmake" => {
-            if args.iter().any(|w| {
-                matches!(w.text.as_str(), "--eval" | "-E") || w.text.starts_with("--eval=")
-            }) {
-                sink.indeterminate(text, INLINE_CODE);
-            }
-            if args
-                .iter()
-                .any(|w| w.text.starts_with("-C") || w.text.starts_with("--directory"))
-            {
-                sink.changes_dir = true;
-            }
-        }
         "dd" => {
             for arg in args {
                 if let Some(target) = arg.text.strip_prefix("of=") {
@@ -69,6 +54,17 @@ struct Writer {
     only_with: &'static [&'static str],
     /// Operands before the written ones (`truncate`'s none, `chmod`'s mode).
     skip: usize,
+    /// When what it writes may be a symlink or a file moved there (`ln`, `mv`, `cp -a`).
+    link: Link,
+}
+
+/// When a writer may leave a symlink (or a moved file, which may be one) where it writes.
+#[derive(Clone, Copy)]
+enum Link {
+    Never,
+    Always,
+    /// With one of these options (`cp -P`, `-a`, `-R` copy symlinks as symlinks).
+    With(&'static [&'static str]),
 }
 
 const WRITER: Writer = Writer {
@@ -78,6 +74,7 @@ const WRITER: Writer = Writer {
     output: &[],
     only_with: &[],
     skip: 0,
+    link: Link::Never,
 };
 
 const WRITERS: &[Writer] = &[
@@ -129,6 +126,18 @@ const WRITERS: &[Writer] = &[
         },
         last_only: true,
         output: &["t", "target-directory"],
+        link: Link::With(&[
+            "a",
+            "d",
+            "P",
+            "R",
+            "r",
+            "s",
+            "archive",
+            "no-dereference",
+            "recursive",
+            "symbolic-link",
+        ]),
         ..WRITER
     },
     Writer {
@@ -151,6 +160,7 @@ const WRITERS: &[Writer] = &[
             ..NO_OPTIONS
         },
         output: &["t", "target-directory"],
+        link: Link::Always,
         ..WRITER
     },
     Writer {
@@ -176,6 +186,7 @@ const WRITERS: &[Writer] = &[
         },
         last_only: true,
         output: &["t", "target-directory"],
+        link: Link::Always,
         ..WRITER
     },
     Writer {
@@ -344,12 +355,17 @@ fn writes(writer: &Writer, args: &[Word], text: &str, sink: &mut Sink) {
     if !writer.only_with.is_empty() && !has(writer.only_with) {
         return;
     }
+    let write = match writer.link {
+        Link::Always => link_part,
+        Link::With(options) if has(options) => link_part,
+        Link::Never | Link::With(_) => write_part,
+    };
     let mut to_output = false;
     for (opt, value) in &seen {
         if writer.output.contains(&opt.as_str()) {
             to_output = true;
             sink.parts
-                .extend(write_part(value.as_ref().unwrap_or(&unknown()), text));
+                .extend(write(value.as_ref().unwrap_or(&unknown()), text));
         }
     }
     if to_output && writer.last_only {
@@ -368,7 +384,7 @@ fn writes(writer: &Writer, args: &[Word], text: &str, sink: &mut Sink) {
     };
     for target in written {
         if target.exact() != Some("-") {
-            sink.parts.extend(write_part(target, text));
+            sink.parts.extend(write(target, text));
         }
     }
 }

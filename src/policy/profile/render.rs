@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 
 use super::case::PolicyTest;
-use super::profile::{PermissionRule, PolicyProfile};
+use super::schema::{PermissionRule, PolicyProfile};
 
 /// The profile as TOML in the policy-file format, rules in order.
 pub fn profile_to_toml(p: &PolicyProfile) -> String {

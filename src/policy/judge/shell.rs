@@ -7,6 +7,7 @@ use std::cell::RefCell;
 use tree_sitter::{ParseOptions, ParseState, Parser, Tree};
 
 use super::commands;
+use super::coproc;
 use super::lex::Effects;
 use super::walk::Walker;
 use super::words::Word;
@@ -40,6 +41,9 @@ pub(crate) enum Restriction {
     /// A builtin that changes what later commands do or run (`trap`, `alias`, `hash`,
     /// `shopt`, `read`, `set -k`, …).
     ShellState,
+    /// A runner given an option or variable not known to be harmless (`make -f`,
+    /// `go test -exec`, `cargo --config`): why, as the reason says it.
+    Unvetted(&'static str),
 }
 
 /// One thing the policy judges separately.
@@ -55,7 +59,13 @@ pub(crate) enum Part {
     Write {
         target: Option<String>,
         text: String,
+        /// The write may leave a symlink (or a moved file) at the target (`ln`, `mv`,
+        /// `cp -a`): a later write through that path may land anywhere.
+        link: bool,
     },
+    /// Files a command or redirection may read, as written (checked against the secrets
+    /// only: what a command reads is otherwise judged with the command).
+    Read { paths: Vec<String>, text: String },
     /// Something whose effect cannot be known from the text.
     Indeterminate { text: String, why: &'static str },
 }
@@ -65,6 +75,7 @@ impl Part {
         match self {
             Part::Command { text, .. }
             | Part::Write { text, .. }
+            | Part::Read { text, .. }
             | Part::Indeterminate { text, .. } => text,
         }
     }
@@ -174,10 +185,23 @@ pub(crate) fn analyse(command: &str) -> Vec<Part> {
     );
     if sink.changes_dir {
         for part in &mut sink.parts {
-            if let Part::Write { target, .. } = part {
-                if target.as_deref().is_some_and(|t| !t.starts_with('/')) {
+            match part {
+                Part::Write { target, .. }
+                    if target.as_deref().is_some_and(|t| !t.starts_with('/')) =>
+                {
                     *target = None;
                 }
+                // After `cd`, a relative path may name a file of any directory; the
+                // home is the one that holds secrets (`cd ~ && cat .ssh/id_rsa`).
+                Part::Read { paths, .. } => {
+                    let from_home: Vec<String> = paths
+                        .iter()
+                        .filter(|p| !p.starts_with(['/', '~']))
+                        .map(|p| format!("~/{p}"))
+                        .collect();
+                    paths.extend(from_home);
+                }
+                _ => {}
             }
         }
     }
@@ -215,6 +239,10 @@ fn parsed(src: &str, env: Env, sink: &mut Sink) {
             return sink.indeterminate(src, "the shell parser is unavailable");
         }
     };
+    // The keyword `coproc` is not in the grammar: blank it out and read the line again.
+    if let Some(text) = coproc::blanked(src, &tree) {
+        return parsed(&text, env, sink);
+    }
     let root = tree.root_node();
     if root.has_error() {
         sink.indeterminate(src, "the command does not parse");
@@ -329,6 +357,15 @@ pub(crate) fn assignment(text: String) -> Part {
 
 /// The write a redirection or a wrapper's output option makes, if it writes a file.
 pub(crate) fn write_part(target: &Word, text: &str) -> Option<Part> {
+    writing(target, text, false)
+}
+
+/// The write of a command that may leave a symlink or a moved file at `target`.
+pub(crate) fn link_part(target: &Word, text: &str) -> Option<Part> {
+    writing(target, text, true)
+}
+
+fn writing(target: &Word, text: &str, link: bool) -> Option<Part> {
     let target = match target.exact() {
         Some("/dev/null" | "/dev/stdout" | "/dev/stderr") => return None,
         Some(path) => Some(path.to_string()),
@@ -337,6 +374,7 @@ pub(crate) fn write_part(target: &Word, text: &str) -> Option<Part> {
     Some(Part::Write {
         target,
         text: text.to_string(),
+        link,
     })
 }
 

@@ -14,10 +14,10 @@ pub use claude::{import_claude_code, ClaudeImport};
 
 use super::compile::CompiledProfile;
 use super::error::PolicyError;
-use super::eval::{ToolCall, Verdict};
-use super::profile::PolicyProfile;
 use super::render::profile_to_toml;
+use super::schema::PolicyProfile;
 use crate::domain::Decision;
+use crate::policy::judge::eval::{ToolCall, Verdict};
 
 /// The workspace root the generated tests place their paths under.
 pub const TEST_WORKSPACE: &str = "/workspace";

@@ -6,8 +6,8 @@ use globset::GlobBuilder;
 
 use super::Probe;
 use crate::domain::Decision;
-use crate::policy::globs::path_glob;
-use crate::policy::profile::PermissionRule;
+use crate::policy::profile::globs::path_glob;
+use crate::policy::profile::schema::PermissionRule;
 
 /// Claude Code applies `Edit` rules to every tool that edits files.
 const EDIT_TOOLS: &[&str] = &["Edit", "Write", "MultiEdit", "NotebookEdit"];
