@@ -368,8 +368,8 @@ def scenario_full(c: Checks, conn: Connection, _args) -> None:
         except Exception as exc:  # reported by the main thread
             answer["error"] = exc
 
-    r = w.call("c4", "Edit", path=".env")
-    c.eq(decision(r), "DECISION_ASK", "Edit .env is asked")
+    r = w.call("c4", "Edit", path="/etc/hosts")
+    c.eq(decision(r), "DECISION_ASK", "Edit /etc/hosts is asked")
     operator = threading.Thread(target=operator_answers)
     operator.start()
     final = w.expect("tool_call_response")
@@ -377,12 +377,12 @@ def scenario_full(c: Checks, conn: Connection, _args) -> None:
     c.true("error" not in answer, f"operator thread failed: {answer.get('error')!r}")
     pending = answer.get("pending", [])
     c.eq(len(pending), 1, "one pending ask")
-    c.eq((pending[0].request.call_id, pending[0].request.path), ("c4", ".env"), "pending ask's call")
+    c.eq((pending[0].request.call_id, pending[0].request.path), ("c4", "/etc/hosts"), "pending ask's call")
     c.true(pending[0].HasField("deadline"), "pending ask has a deadline")
     c.eq(decision(answer["response"]), "DECISION_ALLOW", "ResolveAsk returns the final decision")
     c.eq((final.call_id, decision(final)), ("c4", "DECISION_ALLOW"), "the worker gets the final allow")
     c.eq(final.reason, "approved by the interop operator", "final decision carries the operator's reason")
-    w.result("c4", "edited .env")
+    w.result("c4", "edited /etc/hosts")
     c.eq(w.expect("result_ack").step_count, 4, "the resolution counts no step")
     again = status_code(
         op.stub.ResolveAsk,
@@ -413,9 +413,9 @@ def scenario_full(c: Checks, conn: Connection, _args) -> None:
     c.eq(attached.run.step_count, 4, "re-attach keeps step_count")
     # After a re-attach, repeat a call_id to learn its decision; repeat a result: acked, not
     # recorded twice.
-    r = w.call("c4", "Edit", path=".env")
+    r = w.call("c4", "Edit", path="/etc/hosts")
     c.eq(decision(r), "DECISION_ALLOW", "repeated c4 after re-attach: the final decision")
-    w.result("c4", "edited .env", cost_usd=5.0)
+    w.result("c4", "edited /etc/hosts", cost_usd=5.0)
     ack = w.expect("result_ack")
     c.eq(ack.step_count, 4, "repeated result: step_count unchanged")
     c.true(abs(ack.cost_usd - 0.25) < 1e-9, f"repeated result: cost not added again ({ack.cost_usd})")

@@ -243,8 +243,8 @@ evaluate "Bash 'git status'" DECISION_ALLOW \
     '{"profile": "headless-safe-sandbox", "tool": "Bash", "command": "git status"}'
 evaluate "Read src/lib.rs" DECISION_ALLOW \
     '{"profile": "headless-safe-sandbox", "tool": "Read", "path": "src/lib.rs"}'
-evaluate "Edit .env" DECISION_ASK \
-    '{"profile": "headless-safe-sandbox", "tool": "Edit", "path": ".env"}'
+evaluate "Edit /etc/hosts" DECISION_ASK \
+    '{"profile": "headless-safe-sandbox", "tool": "Edit", "path": "/etc/hosts"}'
 evaluate "Read (default profile)" DECISION_ALLOW '{"tool": "Read", "path": "README.md"}'
 evaluate "Read /etc/passwd outside the workspace" DECISION_ASK \
     '{"profile": "headless-safe-sandbox", "tool": "Read", "path": "/etc/passwd", "workspace_root": "/work/repo"}'
