@@ -18,6 +18,7 @@ use std::time::Duration;
 use runplane::cli::connect::{AuthChannel, Bearer};
 use runplane::grpc::pb;
 use runplane::grpc::pb::coordinator_message::Message as Out;
+use runplane::grpc::pb::sandbox_report::Report;
 use runplane::grpc::pb::worker_message::Message as In;
 use serde_json::json;
 use tokio::runtime::Runtime;
@@ -161,6 +162,16 @@ impl Worker {
                 None => panic!("the session ended"),
             }
         }
+    }
+
+    /// Sends a sandbox report (the server answers none).
+    async fn sandbox(&self, report: Report) {
+        let message = pb::WorkerMessage {
+            message: Some(In::SandboxReport(pb::SandboxReport {
+                report: Some(report),
+            })),
+        };
+        self.tx.send(message).await.unwrap();
     }
 
     /// The next tool call response (other messages are passed over).
@@ -432,13 +443,58 @@ fn console_in_a_real_browser() {
     browser.wait_until("the stall bar at 2", || {
         (stall_text() == json!("2 of 5")).then_some(())
     });
+
+    // The sandbox: off for this run (its profile allows that), shown as a warning; a
+    // refused connection and a refusal in a result, shown under the call that ran.
+    rt.block_on(worker.sandbox(Report::Off(pb::SandboxOff {
+        reason: "runplane work --sandbox off".into(),
+    })));
+    rt.block_on(worker.sandbox(Report::EgressRefused(pb::EgressRefused {
+        host: "evil.example".into(),
+        port: 443,
+        method: "CONNECT".into(),
+        call_id: "c-read-2".into(),
+        reason: IMG_ATTACK.into(),
+    })));
+    rt.block_on(worker.sandbox(Report::KernelDenied(pb::KernelDenied {
+        call_id: "c-read-2".into(),
+        errno: "EROFS".into(),
+        line: "sh: 1: cannot create /etc/passwd: Read-only file system".into(),
+    })));
+    browser.wait_until("the run shown unsandboxed", || {
+        let pill = browser.find_all("dd.pill.sandbox.unsandboxed");
+        pill.first()
+            .map(|p| browser.text(p) == "unsandboxed")?
+            .then_some(())
+    });
+    let refusals = || {
+        browser.script(
+            "return [...document.querySelectorAll(\
+               'li.event.run-toolcall[data-call=c-read-2] ul.blocked li.refusal code')]\
+               .map(e => e.textContent);",
+            json!([]),
+        )
+    };
+    browser.wait_until("both refusals under their call", || {
+        (refusals().as_array().map(Vec::len) == Some(2)).then_some(())
+    });
+    assert_eq!(
+        refusals(),
+        json!([
+            format!("sandbox refused CONNECT evil.example:443: {IMG_ATTACK}"),
+            "sandbox refused (EROFS): sh: 1: cannot create /etc/passwd: Read-only file system",
+        ])
+    );
     browser.wait_for("button.cancel");
     assert_inert(&browser);
     browser.screenshot(&shots.join("run.png"));
 
     // The runs list, filtered.
     browser.goto(&format!("{base}/#/runs?status=running&project=web"));
-    browser.wait_for(&format!("tr[data-run='{}']", worker.run_id));
+    browser.wait_for(&format!(
+        "tr[data-run='{}'] .pill.sandbox.unsandboxed",
+        worker.run_id
+    ));
     browser.screenshot(&shots.join("runs.png"));
 
     // The policy page decides a call through Evaluate.

@@ -7,7 +7,7 @@ use runplane::domain::event::{
     CallResult, Created, Decided, Delivery, Ended, EventError, GateReport, Resolved,
 };
 use runplane::domain::{Decision, DeliverMode, EventKind, Grant, GrantMatch, GrantRevoked, Status};
-use runplane::domain::{EgressRefusal, SandboxReport};
+use runplane::domain::{EgressRefusal, KernelDenial, SandboxReport};
 
 /// Which variant a kind is; a new variant fails to compile here until it has a sample.
 fn variant(kind: &EventKind) -> usize {
@@ -196,6 +196,11 @@ fn samples() -> Vec<EventKind> {
             method: "CONNECT".into(),
             call_id: "c-1".into(),
             reason: "not admitted".into(),
+        })),
+        EventKind::Sandbox(SandboxReport::Denied(KernelDenial {
+            call_id: "c-2".into(),
+            errno: "EROFS".into(),
+            line: "sh: 1: cannot create /etc/passwd: Read-only file system".into(),
         })),
     ]);
     for status in [

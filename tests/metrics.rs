@@ -10,6 +10,7 @@ use std::process::{Command, Stdio};
 use common::*;
 use runplane::grpc::pb;
 use runplane::grpc::pb::coordinator_message::Message as Out;
+use runplane::grpc::pb::worker_message::Message as In;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -85,6 +86,29 @@ async fn a_scripted_session_is_counted_exactly() {
         let response = worker.call(call_id, tool, command, path).await;
         assert_eq!(decision(&response), expected, "{call_id}");
     }
+    // The worker's sandbox reports: in force, two refused connections, one refusal a
+    // result showed; the session answers in order, so the error below follows them.
+    use pb::sandbox_report::Report;
+    let reports = [
+        Report::Enforced(pb::SandboxEnforced {
+            plan_hash: "ab12".into(),
+            layers: vec!["bubblewrap".into()],
+        }),
+        Report::EgressRefused(refused("evil.example")),
+        Report::EgressRefused(refused("other.example")),
+        Report::KernelDenied(pb::KernelDenied {
+            call_id: "c3".into(),
+            errno: "EROFS".into(),
+            line: "touch: cannot touch '/etc/x': Read-only file system".into(),
+        }),
+    ];
+    for report in reports {
+        worker
+            .send(In::SandboxReport(pb::SandboxReport {
+                report: Some(report),
+            }))
+            .await;
+    }
     // A result for a call that was never decided: an in-stream NOT_FOUND.
     match worker.result("nope", true, "", 0.0).await {
         Out::Error(error) => assert_eq!(error.code, "NOT_FOUND"),
@@ -124,6 +148,15 @@ async fn a_scripted_session_is_counted_exactly() {
         sample(&text, "runplane_session_errors_total{code=\"NOT_FOUND\"}"),
         1.0
     );
+    for (kind, count) in [
+        ("sandbox.enforced", 1.0),
+        ("sandbox.off", 0.0),
+        ("sandbox.egress_refused", 2.0),
+        ("sandbox.denied", 1.0),
+    ] {
+        let name = format!("runplane_sandbox_reports_total{{kind=\"{kind}\"}}");
+        assert_eq!(sample(&text, &name), count, "{kind}");
+    }
     assert_eq!(
         sample(
             &text,
@@ -178,6 +211,16 @@ async fn only_get_metrics_is_served() {
     // Nothing is served on the gRPC port's behalf: a server without the setting has none.
     let plain = TestServer::start().await;
     assert!(plain.metrics_addr.is_none());
+}
+
+fn refused(host: &str) -> pb::EgressRefused {
+    pb::EgressRefused {
+        host: host.into(),
+        port: 443,
+        method: "CONNECT".into(),
+        call_id: "c3".into(),
+        reason: "not on the allow list".into(),
+    }
 }
 
 /// `promtool check metrics` on the exposition: skipped without promtool, unless

@@ -3,7 +3,10 @@
 // server stream over gRPC-Web) replays the log from the start and follows it until the run
 // ends. The run itself is read again every POLL_MS, and at once when a result or a stall
 // arrives on the stream (the events do not carry the stall count; GetRun does). An operator
-// may cancel it with a reason.
+// may cancel it with a reason. The agent's sandbox is shown beside the status
+// (`unsandboxed` as a warning), and each effect the sandbox refused — a connection the
+// egress proxy turned away, a refusal a tool's result showed — also under the call that was
+// running, so the operator reads the blocked effect next to the decision that let it run.
 
 import type { TerminationCondition } from "../gen/runplane/v1/policy_pb.js";
 import type { Run, RunStall } from "../gen/runplane/v1/run_pb.js";
@@ -16,6 +19,8 @@ const POLL_MS = 2000;
 const COUNTED = new Set(["run.toolcall.result", "run.stall_detected"]);
 /** After a stream error, wait this long before watching again (from the next seq). */
 const REWATCH_MS = 2000;
+/** The events of a sandbox's refusals, which name the call they belong to. */
+const REFUSALS = new Set(["sandbox.egress_refused", "sandbox.denied"]);
 
 export function renderRun(root: HTMLElement, runId: string): () => void {
   const fields = h("dl", { class: "fields" });
@@ -86,6 +91,8 @@ export function renderRun(root: HTMLElement, runId: string): () => void {
     }
   };
 
+  // Each call's first event (its decision), where the sandbox's refusals of it are listed.
+  const calls = new Map<string, HTMLElement>();
   let nextSeq = 1n;
   const watch = async () => {
     while (!stopped) {
@@ -93,7 +100,12 @@ export function renderRun(root: HTMLElement, runId: string): () => void {
         replace(streamState, "live");
         for await (const event of runs.watchRun({ runId, fromSeq: nextSeq }, { signal: abort.signal })) {
           nextSeq = event.seq + 1n;
-          timeline.append(eventItem(event));
+          const item = eventItem(event);
+          timeline.append(item);
+          const callId = event.attributes["call_id"] ?? "";
+          if (event.type.startsWith("run.toolcall.") && callId && !calls.has(callId)) calls.set(callId, item);
+          const call = calls.get(callId);
+          if (REFUSALS.has(event.type) && call) blockedList(call).append(refusalItem(event));
           if (COUNTED.has(event.type)) void load();
         }
         replace(streamState, "the run has ended");
@@ -123,13 +135,14 @@ function showFields(fields: HTMLElement, run: Run): void {
     ["project", run.projectId],
     ["team", run.teamId],
     ["profile", run.policyProfile],
+    ["sandbox", run.sandbox],
     ["created", when(run.createdAt)],
     ["started", when(run.startedAt)],
     ["completed", when(run.completedAt)],
     ["output", run.output],
     ["error", run.error],
   ];
-  replace(fields, ...rows.filter(([, v]) => v !== "").flatMap(([k, v]) => [h("dt", {}, k), h("dd", { class: k === "status" ? `pill ${v}` : "exact" }, v)]));
+  replace(fields, ...rows.filter(([, v]) => v !== "").flatMap(([k, v]) => [h("dt", {}, k), h("dd", { class: k === "status" || k === "sandbox" ? `pill ${k} ${v}` : "exact" }, v)]));
 }
 
 function showLimits(limits: HTMLElement, run: Run, termination: TerminationCondition | undefined): void {
@@ -159,10 +172,29 @@ function eventItem(event: RunEvent): HTMLElement {
   const attributes = Object.entries(event.attributes).sort(([a], [b]) => a.localeCompare(b));
   return h(
     "li",
-    { class: `event ${event.type.replace(/[^a-z.]/g, "").split(".").slice(0, 2).join("-")}`, "data-seq": String(event.seq) },
+    { class: `event ${event.type.replace(/[^a-z.]/g, "").split(".").slice(0, 2).join("-")}`, "data-seq": String(event.seq), "data-call": event.attributes["call_id"] || undefined },
     h("div", { class: "event-head" }, h("span", { class: "seq" }, `#${event.seq}`), h("strong", {}, event.type), h("time", {}, when(event.at))),
     attributes.length ? h("dl", { class: "attributes" }, ...attributes.flatMap(([k, v]) => [h("dt", {}, k), h("dd", {}, h("code", { class: "exact" }, v))])) : null,
   );
+}
+
+/** The list of the sandbox's refusals under a call's event, made on the first one. */
+function blockedList(call: HTMLElement): HTMLElement {
+  const found = call.querySelector<HTMLElement>("ul.blocked");
+  if (found) return found;
+  const list = h("ul", { class: "blocked", "aria-label": "blocked by the sandbox" });
+  call.append(list);
+  return list;
+}
+
+/** One refusal, in words: what was refused and why, with the event's number. */
+function refusalItem(event: RunEvent): HTMLElement {
+  const a = event.attributes;
+  const text =
+    event.type === "sandbox.egress_refused"
+      ? `sandbox refused ${a["method"] ?? ""} ${a["host"] ?? ""}:${a["port"] ?? ""}: ${a["reason"] ?? ""}`
+      : `sandbox refused (${a["errno"] ?? ""}): ${a["line"] ?? ""}`;
+  return h("li", { class: "refusal", "data-seq": String(event.seq) }, h("span", { class: "seq" }, `#${event.seq}`), " ", h("code", { class: "exact" }, text));
 }
 
 function cancelForm(runId: string, message: HTMLElement, changed: () => void): HTMLElement {

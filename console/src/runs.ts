@@ -95,7 +95,7 @@ function runRow(run: Run): HTMLElement {
     "tr",
     { "data-run": run.id },
     h("td", {}, h("a", { href: `#/runs/${encodeURIComponent(run.id)}` }, run.id)),
-    h("td", {}, h("span", { class: `pill ${statusName(run.status)}` }, statusName(run.status))),
+    h("td", {}, h("span", { class: `pill status ${statusName(run.status)}` }, statusName(run.status)), run.sandbox === "unsandboxed" ? h("span", { class: "pill sandbox unsandboxed" }, "unsandboxed") : null),
     h("td", {}, run.taskId),
     h("td", {}, run.agentId),
     h("td", {}, run.projectId),

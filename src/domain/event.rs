@@ -91,8 +91,8 @@ pub enum EventKind {
     DeliveryFailed(Delivery),
     /// `run.completed`, `run.failed`, `run.cancelled` or `run.timeout` (by the status).
     Ended(Ended),
-    /// `sandbox.enforced`, `sandbox.off`, `sandbox.egress_refused`: the worker's
-    /// reports about the agent's kernel sandbox.
+    /// `sandbox.enforced`, `sandbox.off`, `sandbox.egress_refused`, `sandbox.denied`:
+    /// the worker's reports about the agent's kernel sandbox.
     Sandbox(SandboxReport),
 }
 
@@ -487,7 +487,7 @@ impl EventKind {
                     by: r.text("by"),
                 })
             }
-            sandbox::ENFORCED | sandbox::OFF | sandbox::EGRESS_REFUSED => {
+            sandbox::ENFORCED | sandbox::OFF | sandbox::EGRESS_REFUSED | sandbox::DENIED => {
                 EventKind::Sandbox(SandboxReport::read(kind, &mut r)?)
             }
             _ => return Err(r.error("unknown kind".into())),

@@ -24,7 +24,7 @@ pub use event::{Event, EventKind};
 pub use grant::{Grant, GrantMatch, GrantRecord, GrantRevoked, Remember, RunGrants};
 pub use modes::{DeliverMode, ExecMode};
 pub use run::{Run, StartRequest, TransitionError, ValidationError};
-pub use sandbox::{EgressRefusal, SandboxPolicy, SandboxReport, SandboxState};
+pub use sandbox::{EgressRefusal, KernelDenial, SandboxPolicy, SandboxReport, SandboxState};
 pub use stall::{StallTracker, DEFAULT_STALL_THRESHOLD};
 pub use status::Status;
 pub use toolcall::{ToolCallRequest, ToolCallResponse, ToolCallResult};

@@ -59,6 +59,20 @@ pub enum SandboxReport {
     },
     /// `sandbox.egress_refused`: the egress proxy refused a connection.
     EgressRefused(EgressRefusal),
+    /// `sandbox.denied`: a tool's result shows an error the sandbox gives.
+    Denied(KernelDenial),
+}
+
+/// A refusal of the kernel's, as a tool's result showed it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct KernelDenial {
+    /// The call whose result showed it.
+    pub call_id: String,
+    /// The errno's name: `EROFS` (a read-only mount), `EACCES` (Landlock, a hidden
+    /// path), `EPERM` (seccomp).
+    pub errno: String,
+    /// The output line that showed it.
+    pub line: String,
 }
 
 /// A connection the egress proxy refused.
@@ -79,14 +93,19 @@ pub struct EgressRefusal {
 pub(super) const ENFORCED: &str = "sandbox.enforced";
 pub(super) const OFF: &str = "sandbox.off";
 pub(super) const EGRESS_REFUSED: &str = "sandbox.egress_refused";
+pub(super) const DENIED: &str = "sandbox.denied";
 
 impl SandboxReport {
+    /// Every report's kind name.
+    pub const KINDS: [&'static str; 4] = [ENFORCED, OFF, EGRESS_REFUSED, DENIED];
+
     /// The stored kind name.
     pub fn name(&self) -> &'static str {
         match self {
             SandboxReport::Enforced { .. } => ENFORCED,
             SandboxReport::Off { .. } => OFF,
             SandboxReport::EgressRefused(_) => EGRESS_REFUSED,
+            SandboxReport::Denied(_) => DENIED,
         }
     }
 
@@ -95,7 +114,7 @@ impl SandboxReport {
         match self {
             SandboxReport::Enforced { .. } => Some(SandboxState::Enforced),
             SandboxReport::Off { .. } => Some(SandboxState::Unsandboxed),
-            SandboxReport::EgressRefused(_) => None,
+            SandboxReport::EgressRefused(_) | SandboxReport::Denied(_) => None,
         }
     }
 
@@ -111,6 +130,10 @@ impl SandboxReport {
                 .text("method", &r.method)
                 .text("call_id", &r.call_id)
                 .text("reason", &r.reason),
+            SandboxReport::Denied(d) => w
+                .text("call_id", &d.call_id)
+                .text("errno", &d.errno)
+                .text("line", &d.line),
         }
     }
 
@@ -123,6 +146,11 @@ impl SandboxReport {
             OFF => SandboxReport::Off {
                 reason: r.text("reason"),
             },
+            DENIED => SandboxReport::Denied(KernelDenial {
+                call_id: r.text("call_id"),
+                errno: r.required("errno")?,
+                line: r.text("line"),
+            }),
             _ => SandboxReport::EgressRefused(EgressRefusal {
                 host: r.required("host")?,
                 port: r.value("port")?,

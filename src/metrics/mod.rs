@@ -23,7 +23,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::{Registry, Unit};
 
-use crate::domain::{Decision, Status};
+use crate::domain::{Decision, SandboxReport, Status};
 use crate::store::GroupObserver;
 use histogram::AtomicHistogram;
 
@@ -53,6 +53,12 @@ struct CodeLabel {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct OutcomeLabel {
     outcome: &'static str,
+}
+
+/// Labels of `runplane_sandbox_reports_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReportLabel {
+    kind: &'static str,
 }
 
 /// What became of one webhook notice for one receiver.
@@ -106,6 +112,8 @@ pub struct Metrics {
     /// In `WebhookOutcome::ALL` order.
     webhooks: [Counter; 4],
     runs_purged: Counter,
+    /// In `SandboxReport::KINDS` order.
+    sandbox_reports: [Counter; 4],
 }
 
 impl fmt::Debug for Metrics {
@@ -233,6 +241,16 @@ impl Metrics {
             "Finished runs deleted by retention (--retain-finished-days), with their logs",
             runs_purged.clone(),
         );
+        let report_family = Family::<ReportLabel, Counter>::default();
+        registry.register(
+            "sandbox_reports",
+            "Workers' reports on the agent's sandbox, by event kind: agents started in it \
+             (sandbox.enforced) or without it (sandbox.off), connections the egress proxy \
+             refused, refusals that tool results showed (sandbox.denied)",
+            report_family.clone(),
+        );
+        let sandbox_reports = SandboxReport::KINDS
+            .map(|kind| report_family.get_or_create(&ReportLabel { kind }).clone());
         Metrics {
             registry,
             decisions,
@@ -249,6 +267,7 @@ impl Metrics {
             auth_failures,
             webhooks,
             runs_purged,
+            sandbox_reports,
         }
     }
 
@@ -347,6 +366,13 @@ impl Metrics {
     /// Retention deleted `count` finished runs.
     pub fn runs_purged(&self, count: usize) {
         self.runs_purged.inc_by(count as u64);
+    }
+
+    /// A worker's report on the sandbox was recorded as an event of `kind`.
+    pub fn sandbox_reported(&self, kind: &str) {
+        if let Some(index) = SandboxReport::KINDS.iter().position(|k| *k == kind) {
+            self.sandbox_reports[index].inc();
+        }
     }
 
     /// Every metric as OpenMetrics text.

@@ -7,11 +7,13 @@
 //! - [`bwrap`]: the mounts as bubblewrap's command line (namespaces, read-only system,
 //!   writable workspace with protected places, hidden secrets);
 //! - [`kernel`]: Landlock and seccomp, which the sandboxed process puts on itself;
-//! - [`Spec`]: what `runplane exec-agent` reads to start a process inside all of it.
+//! - [`Spec`]: what `runplane exec-agent` reads to start a process inside all of it;
+//! - [`denial`]: the sandbox's refusals as a tool's result shows them.
 //!
 //! docs/SANDBOX.md has the threat model and what each layer stops.
 
 pub mod bwrap;
+pub mod denial;
 pub mod kernel;
 pub mod materialise;
 pub mod plan;

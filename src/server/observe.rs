@@ -52,6 +52,10 @@ impl ObservedFeed {
                 metrics.ask_opened();
             }
             EventKind::Resolved(_) => metrics.ask_closed(),
+            EventKind::Sandbox(report) => {
+                metrics.sandbox_reported(report.name());
+                return;
+            }
             _ => return,
         }
         if let Some(asks) = &self.asks {

@@ -17,5 +17,6 @@ pub mod launch;
 pub mod link;
 pub mod probe;
 pub mod process;
+pub mod reports;
 pub mod session;
 pub mod tools;

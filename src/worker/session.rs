@@ -21,6 +21,7 @@ use super::hooks::{tail, Hooks, Note};
 use super::launch::{self, HookCommand, Launch};
 use super::link::Link;
 use super::probe;
+use super::reports::{egress_refused, kernel_denials, sandbox_policy, sandbox_report};
 use crate::domain::{DeliverMode, SandboxPolicy};
 use crate::grpc::pb;
 use crate::grpc::pb::coordinator_message::Message as Out;
@@ -122,7 +123,7 @@ pub async fn work(channel: Channel, config: WorkConfig) -> Result<pb::Run, WorkE
         credentials: config.credentials.clone(),
     };
     // Without a launcher (the sandbox could not be prepared) nothing is ever started.
-    let (launcher, mut refusals, _containment) = match contain(&config, &policy, facts).await {
+    let (launcher, mut refusals, containment) = match contain(&config, &policy, facts).await {
         Ok((launcher, refusals, containment)) => {
             link.send(sandbox_report(containment.as_ref()));
             (Some(launcher), refusals, containment)
@@ -142,6 +143,7 @@ pub async fn work(channel: Channel, config: WorkConfig) -> Result<pb::Run, WorkE
         },
         None => None,
     };
+    let sandboxed = containment.is_some();
     // What the probe tried (its model address is refused by design) is not the agent's.
     while refusals.try_recv().is_ok() {}
     let mut stopping = Signals::new().map_err(|e| WorkError::Local(format!("signals: {e}")))?;
@@ -163,7 +165,13 @@ pub async fn work(channel: Channel, config: WorkConfig) -> Result<pb::Run, WorkE
                 link.send(egress_refused(refusal, hooks.running_call()));
             }
             Some(note) = notes.recv() => match note {
-                Note::Send(message) => link.send(message),
+                Note::Send(message) => {
+                    // Inside the sandbox, a result that shows its refusals is followed by
+                    // them; outside, the same words are the user's own permissions.
+                    let denied = if sandboxed { kernel_denials(&message) } else { Vec::new() };
+                    link.send(message);
+                    denied.into_iter().for_each(|report| link.send(report));
+                }
                 Note::Unjudged(why) => {
                     stop(&mut agent).await;
                     link.send(failed(why));
@@ -421,45 +429,4 @@ async fn contain(
         env: containment.env.clone(),
     };
     Ok((launcher, refusals, Some(containment)))
-}
-
-fn sandbox_policy(policy: pb::SandboxPolicy) -> SandboxPolicy {
-    SandboxPolicy {
-        profile: policy.profile,
-        profile_hash: policy.profile_hash,
-        secrets: policy.secrets,
-        required: policy.required,
-        egress: policy.egress,
-    }
-}
-
-fn egress_refused(refusal: Refusal, call_id: String) -> In {
-    In::SandboxReport(pb::SandboxReport {
-        report: Some(pb::sandbox_report::Report::EgressRefused(
-            pb::EgressRefused {
-                host: refusal.host,
-                port: u32::from(refusal.port),
-                method: refusal.method,
-                call_id,
-                reason: refusal.reason,
-            },
-        )),
-    })
-}
-
-/// The report of the sandbox in force (`None`: `--sandbox off`).
-fn sandbox_report(containment: Option<&Containment>) -> In {
-    use pb::sandbox_report::Report;
-    let report = match containment {
-        Some(c) => Report::Enforced(pb::SandboxEnforced {
-            plan_hash: c.plan.hash(),
-            layers: c.layers.clone(),
-        }),
-        None => Report::Off(pb::SandboxOff {
-            reason: "runplane work --sandbox off".into(),
-        }),
-    };
-    In::SandboxReport(pb::SandboxReport {
-        report: Some(report),
-    })
 }

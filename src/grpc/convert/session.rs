@@ -6,7 +6,7 @@ use crate::coordinator::{
     WorkerInput,
 };
 use crate::domain::Event;
-use crate::domain::{EgressRefusal, SandboxPolicy, SandboxReport};
+use crate::domain::{EgressRefusal, KernelDenial, SandboxPolicy, SandboxReport};
 use crate::domain::{Status, ToolCallRequest, ToolCallResult};
 use crate::grpc::pb;
 use crate::grpc::pb::coordinator_message::Message as Out;
@@ -111,6 +111,11 @@ fn sandbox_report(report: pb::SandboxReport) -> Result<SandboxReport, ConvertErr
             method: bounded("sandbox_report.egress_refused.method", refused.method)?,
             call_id: bounded("sandbox_report.egress_refused.call_id", refused.call_id)?,
             reason: bounded("sandbox_report.egress_refused.reason", refused.reason)?,
+        })),
+        Some(Report::KernelDenied(denied)) => Ok(SandboxReport::Denied(KernelDenial {
+            call_id: bounded("sandbox_report.kernel_denied.call_id", denied.call_id)?,
+            errno: super::required("sandbox_report.kernel_denied.errno", denied.errno)?,
+            line: bounded("sandbox_report.kernel_denied.line", denied.line)?,
         })),
     }
 }
