@@ -1,11 +1,13 @@
-//! The real Claude Code (`RUNPLANE_CLAUDE_BIN`) under `runplane work` with the default
-//! profile `headless-safe-sandbox`, in the kernel sandbox. An operator approves the Write
-//! of a Makefile and of a script; the allowed `make test` then tries each way out, the
-//! gate's `make test` tries them again, and a pre-commit hook and `core.fsmonitor` left in
-//! the repository meet the delivery commit. No escape takes effect, the log shows the
-//! refused egress next to the call that tried it, and the run completes because the
-//! honest parts succeed. Without `RUNPLANE_CLAUDE_BIN` the test says so and stops; it
-//! needs the sandbox (`RUNPLANE_REQUIRE_SANDBOX=1` in `.ci/run`).
+//! The real agents, Claude Code (`RUNPLANE_CLAUDE_BIN`) and Codex (`RUNPLANE_CODEX_BIN`),
+//! under `runplane work` with the default profile `headless-safe-sandbox`, in the kernel
+//! sandbox. An operator approves the agent's writing of a Makefile and of a script (a
+//! Write for Claude Code, an apply_patch for Codex); the allowed `make test` then tries
+//! each way out, the gate's `make test` tries them again, and a pre-commit hook and
+//! `core.fsmonitor` left in the repository meet the delivery commit. No escape takes
+//! effect, the log shows the refused egress and the kernel's refusal next to the call that
+//! tried them, and the run completes because the honest parts succeed. Without the agent's
+//! variable a test says so and stops; each needs the sandbox (`RUNPLANE_REQUIRE_SANDBOX=1`
+//! in `.ci/run`).
 
 mod common;
 
@@ -14,11 +16,14 @@ use std::path::Path;
 use common::agents::*;
 use common::*;
 use runplane::grpc::pb;
+use serde_json::json;
 
 /// What the agent's script tries; each line records its exit status in report.txt, so
 /// the test sees that every attempt ran and failed (the write to `..` may succeed: above
 /// a workspace in /tmp is the sandbox's own /tmp, and the test checks the host's). `OUT` is
-/// a directory outside the workspace, `PORT` a local listener's port.
+/// a directory outside the workspace, `PORT` a local listener's port. A refused
+/// redirection's error goes to the shell's stderr before its `2>/dev/null` applies, so
+/// the tool's result shows the refused writes and the worker reports them.
 const ESCAPE: &str = r#"r=report.txt; : > $r
 echo x > OUT/written 2>/dev/null; echo "write-outside $?" >> $r
 echo x > ../escaped 2>/dev/null
@@ -35,10 +40,52 @@ echo built > build.log; echo "honest $?" >> $r
 const MAKEFILE: &str = "test:\n\tsh escape.sh\n\nlint:\n\t@echo lint ok\n";
 
 #[tokio::test(flavor = "multi_thread")]
-async fn no_escape_of_an_approved_makefile_takes_effect() {
-    let Some(claude) = Kind::Claude.binary() else {
-        return;
-    };
+async fn no_escape_of_a_makefile_approved_for_claude_code_takes_effect() {
+    if let Some(claude) = Kind::Claude.binary() {
+        no_escape_takes_effect(Kind::Claude, &claude).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn no_escape_of_a_makefile_approved_for_codex_takes_effect() {
+    if let Some(codex) = Kind::Codex.binary() {
+        no_escape_takes_effect(Kind::Codex, &codex).await;
+    }
+}
+
+/// The model's script for `kind`: write the Makefile, write the script, run `make test`.
+fn script(kind: Kind, workspace: &Path, escape: &str) -> serde_json::Value {
+    let files = [("Makefile", MAKEFILE), ("escape.sh", escape)];
+    match kind {
+        Kind::Claude => {
+            let mut steps: Vec<_> = files
+                .iter()
+                .map(|(file, content)| {
+                    json!({"name": "Write", "input": {"file_path": workspace.join(file), "content": content}})
+                })
+                .collect();
+            steps.push(json!({"name": "Bash", "input": {"command": "make test", "description": "run the tests"}}));
+            json!(steps)
+        }
+        Kind::Codex => {
+            let mut steps: Vec<_> = files
+                .iter()
+                .map(|(file, content)| {
+                    let added: String = content.lines().map(|l| format!("+{l}\n")).collect();
+                    json!({"raw_item": {
+                        "type": "custom_tool_call", "call_id": format!("call_{file}"),
+                        "name": "apply_patch", "status": "completed",
+                        "input": format!("*** Begin Patch\n*** Add File: {file}\n{added}*** End Patch\n"),
+                    }})
+                })
+                .collect();
+            steps.push(json!({"name": "exec_command", "arguments": {"cmd": "make test"}}));
+            json!({"main": steps, "final": "All done."})
+        }
+    }
+}
+
+async fn no_escape_takes_effect(kind: Kind, binary: &str) {
     assert!(sandbox_available(), "this test is about the sandbox");
     let server = TestServer::with(Options::default()).await;
     let run_id = server
@@ -54,30 +101,18 @@ async fn no_escape_of_an_approved_makefile_takes_effect() {
     let escape = ESCAPE
         .replace("OUT", &out.display().to_string())
         .replace("PORT", &port);
-    let script = serde_json::json!([
-        {"name": "Write", "input": {"file_path": workspace.join("Makefile"), "content": MAKEFILE}},
-        {"name": "Write", "input": {"file_path": workspace.join("escape.sh"), "content": escape}},
-        {"name": "Bash", "input": {"command": "make test", "description": "run the tests"}},
-    ]);
     let options = WorkOptions {
         flags: ["--test-command", "make test", "--lint-command", "make lint"]
             .map(String::from)
             .into(),
         ..WorkOptions::default()
     };
-    let run = AgentRun::start(
-        Kind::Claude,
-        &claude,
-        &server,
-        &run_id,
-        &workspace,
-        script,
-        options,
-    )
-    .await;
+    let script = script(kind, &workspace, &escape);
+    let run = AgentRun::start(kind, binary, &server, &run_id, &workspace, script, options).await;
     for file in ["Makefile", "escape.sh"] {
         let ask = next_ask(&server, &run_id).await;
-        assert!(ask.path.ends_with(file), "{}", ask.path);
+        let asked = ask.paths.first().unwrap_or(&ask.path);
+        assert!(asked.ends_with(file), "{ask:?}");
         server
             .resolve(&run_id, &ask.call_id, pb::Decision::Allow, "operator")
             .await;
@@ -86,9 +121,14 @@ async fn no_escape_of_an_approved_makefile_takes_effect() {
     let run = server.get_run(&run_id).await;
     assert_eq!(status(&run), pb::RunStatus::Completed, "{}", run.error);
     assert_eq!(run.sandbox, "enforced");
+    assert_no_escape(&workspace, &out);
+    assert_refusals_recorded(&server.events(&run_id).await, &out);
+    drop(listener);
+}
 
-    // The gate's run is the last to write the report: every attempt failed, the honest
-    // write worked.
+/// The gate's run is the last to write the report: every attempt failed, the honest
+/// write worked, and nothing the attempts aimed at exists.
+fn assert_no_escape(workspace: &Path, out: &Path) {
     let report = std::fs::read_to_string(workspace.join("report.txt")).unwrap();
     for line in report.lines() {
         let (what, code) = line.split_once(' ').unwrap();
@@ -108,8 +148,11 @@ async fn no_escape_of_an_approved_makefile_takes_effect() {
     }
     let config = std::fs::read_to_string(workspace.join(".git/config")).unwrap();
     assert!(!config.contains("fsmon.sh"), "{config}");
+}
 
-    let events = server.events(&run_id).await;
+/// The refused egress (the agent's and the gate's attempt) and the refused write the
+/// agent's `make test` showed are events naming the `make test` call.
+fn assert_refusals_recorded(events: &[pb::RunEvent], out: &Path) {
     let kinds: Vec<&str> = events.iter().map(|e| e.r#type.as_str()).collect();
     assert!(kinds.contains(&"sandbox.enforced"), "{kinds:?}");
     assert!(kinds.contains(&"run.delivery.succeeded"), "{kinds:?}");
@@ -122,13 +165,15 @@ async fn no_escape_of_an_approved_makefile_takes_effect() {
                     .is_some_and(|c| c == "make test")
         })
         .expect("make test was allowed");
-    let refused: Vec<_> = events
-        .iter()
+    let call_id = make_test.attributes.get("call_id");
+    let of_kind =
+        |kind: &str| -> Vec<&pb::RunEvent> { events.iter().filter(|e| e.r#type == kind).collect() };
+    let refused: Vec<_> = of_kind("sandbox.egress_refused")
+        .into_iter()
         .filter(|e| {
-            e.r#type == "sandbox.egress_refused"
-                && e.attributes
-                    .get("host")
-                    .is_some_and(|h| h == "refused.example")
+            e.attributes
+                .get("host")
+                .is_some_and(|h| h == "refused.example")
         })
         .collect();
     assert_eq!(
@@ -139,10 +184,39 @@ async fn no_escape_of_an_approved_makefile_takes_effect() {
     assert_eq!(refused[0].attributes["port"], "80");
     assert_eq!(
         refused[0].attributes.get("call_id"),
-        make_test.attributes.get("call_id"),
+        call_id,
         "the refusal names the call that was running"
     );
-    drop(listener);
+    // Only the agent's call's result is read for refusals, not the gate's output; the
+    // first three refused writes are reported.
+    let denied = of_kind("sandbox.denied");
+    let shown: Vec<_> = denied
+        .iter()
+        .map(|e| {
+            (
+                e.attributes["errno"].as_str(),
+                e.attributes["line"].as_str(),
+            )
+        })
+        .collect();
+    let refused_write = |line: u8, path: String| {
+        format!("escape.sh: {line}: cannot create {path}: Read-only file system")
+    };
+    let expected = [
+        refused_write(2, out.join("written").display().to_string()),
+        refused_write(4, "link/through-link".into()),
+        refused_write(5, ".git/hooks/post-commit".into()),
+    ];
+    assert_eq!(
+        shown,
+        expected
+            .iter()
+            .map(|l| ("EROFS", l.as_str()))
+            .collect::<Vec<_>>()
+    );
+    assert!(denied
+        .iter()
+        .all(|e| e.attributes.get("call_id") == call_id));
 }
 
 /// A pre-commit hook and an fsmonitor in the repository, each leaving a marker in `out`

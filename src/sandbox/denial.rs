@@ -32,7 +32,7 @@ pub struct Denial {
 /// first, at most [`MAX_PER_RESULT`].
 pub fn denials(output: &str) -> Vec<Denial> {
     let mut found: Vec<Denial> = Vec::new();
-    for line in output.lines().map(str::trim) {
+    for line in lines(output).iter().map(|line| line.trim()) {
         let Some((_, errno)) = MARKERS.iter().find(|(words, _)| line.contains(words)) else {
             continue;
         };
@@ -46,6 +46,35 @@ pub fn denials(output: &str) -> Vec<Denial> {
         }
     }
     found
+}
+
+/// The lines of a tool's output. An agent may report a result as JSON (Claude Code's
+/// Bash result is `{"stdout": …, "stderr": …}`): then the lines are those of its
+/// strings, unescaped. A JSON text whose start the worker's size cap cut off no longer
+/// parses, so in any other text an escaped line break ends a line too.
+fn lines(output: &str) -> Vec<String> {
+    fn strings(value: &serde_json::Value, into: &mut Vec<String>) {
+        match value {
+            serde_json::Value::String(text) => into.extend(text.lines().map(String::from)),
+            serde_json::Value::Array(items) => items.iter().for_each(|v| strings(v, into)),
+            serde_json::Value::Object(fields) => fields.values().for_each(|v| strings(v, into)),
+            _ => {}
+        }
+    }
+    let json_like = matches!(output.trim_start().chars().next(), Some('{' | '['));
+    if let Some(value) = json_like
+        .then(|| serde_json::from_str::<serde_json::Value>(output).ok())
+        .flatten()
+    {
+        let mut found = Vec::new();
+        strings(&value, &mut found);
+        return found;
+    }
+    output
+        .lines()
+        .flat_map(|line| line.split("\\n"))
+        .map(String::from)
+        .collect()
 }
 
 fn cut(line: &str) -> String {
@@ -85,6 +114,32 @@ mod tests {
         let found = denials(&line);
         assert!(found[0].line.len() <= MAX_LINE_BYTES);
         assert!(found[0].line.starts_with('é'));
+    }
+
+    #[test]
+    fn a_result_reported_as_json_is_read_by_its_strings() {
+        let output = serde_json::json!({
+            "stdout": "building\n",
+            "stderr": "escape.sh: 3: cannot create /x/shown: Read-only file system\nmore",
+            "interrupted": false,
+        })
+        .to_string();
+        let found = denials(&output);
+        assert_eq!(
+            found,
+            [Denial {
+                errno: "EROFS",
+                line: "escape.sh: 3: cannot create /x/shown: Read-only file system".into(),
+            }]
+        );
+    }
+
+    #[test]
+    fn a_json_result_cut_short_still_ends_lines_at_its_escaped_breaks() {
+        let output = r#"ok\ntouch: cannot touch 'a': Permission denied\nnext","stderr":""}"#;
+        let found = denials(output);
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].line, "touch: cannot touch 'a': Permission denied");
     }
 
     #[test]
