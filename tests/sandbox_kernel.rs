@@ -256,3 +256,33 @@ async fn network_goes_only_through_the_proxy_to_admitted_endpoints() {
     drop(listener);
     let _ = &sb.proxy;
 }
+
+/// `runplane-confine`, the step inside the namespaces, starts nothing it was not given a
+/// readable spec for.
+#[test]
+fn the_confine_step_refuses_a_bad_command_line_or_spec() {
+    let confine = env!("CARGO_BIN_EXE_runplane-confine");
+    let marker = dir("confine-");
+    let touch = marker.path().join("ran");
+    let touch = touch.to_str().expect("a UTF-8 path");
+    for (args, error) in [
+        (
+            vec!["touch", touch],
+            "usage: runplane-confine SPEC -- COMMAND…",
+        ),
+        (
+            vec!["/nonexistent/spec.json", "--"],
+            "usage: runplane-confine SPEC -- COMMAND…",
+        ),
+        (
+            vec!["/nonexistent/spec.json", "--", "touch", touch],
+            "the sandbox spec /nonexistent/spec.json: No such file or directory",
+        ),
+    ] {
+        let output = Command::new(confine).args(&args).output().expect("runs");
+        assert_eq!(output.status.code(), Some(1), "{args:?}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains(error), "{args:?}: {stderr}");
+        assert!(!Path::new(touch).exists(), "{args:?} started the command");
+    }
+}

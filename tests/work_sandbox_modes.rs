@@ -216,6 +216,58 @@ fn without_landlock() -> Vec<u8> {
         .collect()
 }
 
+/// `runplane work --sandbox on` on `run_id` with the fake agent, run by `launcher` (a
+/// command line before runplane's own, possibly empty) and the runplane binary `runplane`.
+fn work_command(
+    launcher: &[&str],
+    runplane: &std::path::Path,
+    server: &TestServer,
+    run_id: &str,
+    repo: &std::path::Path,
+) -> tokio::process::Command {
+    let script = repo.join(".git/script.json");
+    std::fs::write(&script, touch().to_string()).unwrap();
+    let agent = format!("{}/tests/agents/fake_claude.py", env!("CARGO_MANIFEST_DIR"));
+    let (program, launcher_args) = match launcher.split_first() {
+        Some((program, args)) => (std::ffi::OsStr::new(*program), args),
+        None => (runplane.as_os_str(), &[][..]),
+    };
+    let mut command = tokio::process::Command::new(program);
+    command.args(launcher_args);
+    if !launcher.is_empty() {
+        command.arg(runplane);
+    }
+    command
+        .args(["work", "--run", run_id, "--sandbox", "on", "--server"])
+        .arg(format!("http://{}", server.addr))
+        .arg("--workspace")
+        .arg(repo)
+        .args(["--", "python3", &agent, "-p", "do it"])
+        .env("RUNPLANE_WORKER_TOKEN", server.worker_token(run_id))
+        .env("FAKE_AGENT_SCRIPT", &script);
+    command
+}
+
+/// `runplane work` failed, the agent never ran, and the run failed with `error`'s start
+/// and no sandbox report.
+async fn assert_refused_before_the_agent(
+    output: std::process::Output,
+    server: &TestServer,
+    run_id: &str,
+    repo: &std::path::Path,
+    error: &str,
+) {
+    assert!(!output.status.success());
+    assert!(!repo.join("marker").exists(), "the agent never started");
+    let run = server.get_run(run_id).await;
+    assert_eq!(status(&run), pb::RunStatus::Failed);
+    assert!(run.error.starts_with(error), "{}", run.error);
+    assert!(sandbox_events(server, run_id).await.is_empty());
+}
+
+const NOT_ENFORCEABLE: &str =
+    "the agent's sandbox cannot be enforced on this machine, so the agent is not started: ";
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_kernel_that_cannot_enforce_the_plan_never_starts_the_agent() {
     if python3_missing() || !sandbox_available() {
@@ -226,49 +278,53 @@ async fn a_kernel_that_cannot_enforce_the_plan_never_starts_the_agent() {
     let filter = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(filter.path(), without_landlock()).unwrap();
     let repo = git_repo();
-    let script = repo.path().join(".git/script.json");
-    std::fs::write(&script, touch().to_string()).unwrap();
-    let agent = format!("{}/tests/agents/fake_claude.py", env!("CARGO_MANIFEST_DIR"));
     // runplane work itself under the filter: bubblewrap reads it on its stdin.
-    let output = tokio::process::Command::new("bwrap")
-        .args([
-            "--bind",
-            "/",
-            "/",
-            "--dev-bind",
-            "/dev",
-            "/dev",
-            "--seccomp",
-            "0",
-            "--",
-        ])
-        .arg(env!("CARGO_BIN_EXE_runplane"))
-        .args(["work", "--run", &run_id, "--sandbox", "on", "--server"])
-        .arg(format!("http://{}", server.addr))
-        .arg("--workspace")
-        .arg(repo.path())
-        .args(["--", "python3", &agent, "-p", "do it"])
-        .env("RUNPLANE_WORKER_TOKEN", server.worker_token(&run_id))
-        .env("FAKE_AGENT_SCRIPT", &script)
+    let launcher = [
+        "bwrap",
+        "--bind",
+        "/",
+        "/",
+        "--dev-bind",
+        "/dev",
+        "/dev",
+        "--seccomp",
+        "0",
+        "--",
+    ];
+    let runplane = std::path::Path::new(env!("CARGO_BIN_EXE_runplane"));
+    let output = work_command(&launcher, runplane, &server, &run_id, repo.path())
         .stdin(std::fs::File::open(filter.path()).unwrap())
         .output()
         .await
         .unwrap();
-    assert!(!output.status.success());
-    assert!(
-        !repo.path().join("marker").exists(),
-        "the agent never started"
+    let error = format!(
+        "{NOT_ENFORCEABLE}Landlock (ABI 6 or later, for TCP rules and signal scoping) cannot \
+         be enforced"
     );
-    let run = server.get_run(&run_id).await;
-    assert_eq!(status(&run), pb::RunStatus::Failed);
-    assert!(
-        run.error.starts_with(
-            "the agent's sandbox cannot be enforced on this machine, so the agent is not \
-             started: Landlock (ABI 6 or later, for TCP rules and signal scoping) cannot be \
-             enforced"
-        ),
-        "{}",
-        run.error
+    assert_refused_before_the_agent(output, &server, &run_id, repo.path(), &error).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_runplane_without_its_confine_binary_never_starts_the_agent() {
+    if python3_missing() || !sandbox_available() {
+        return;
+    }
+    let server = server().await;
+    let run_id = server.start_run("loose").await;
+    let repo = git_repo();
+    // The runplane binary alone in a directory: runplane-confine is not beside it.
+    let alone = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let runplane = alone.path().join("runplane");
+    if std::fs::hard_link(env!("CARGO_BIN_EXE_runplane"), &runplane).is_err() {
+        std::fs::copy(env!("CARGO_BIN_EXE_runplane"), &runplane).unwrap();
+    }
+    let output = work_command(&[], &runplane, &server, &run_id, repo.path())
+        .output()
+        .await
+        .unwrap();
+    let error = format!(
+        "{NOT_ENFORCEABLE}runplane-confine is not beside {}",
+        runplane.display()
     );
-    assert!(sandbox_events(&server, &run_id).await.is_empty());
+    assert_refused_before_the_agent(output, &server, &run_id, repo.path(), &error).await;
 }

@@ -29,6 +29,7 @@ use std::process::ExitCode;
 use clap::{Args, Parser, Subcommand};
 
 pub use asks::AsksCommand;
+pub use exec_agent::confine;
 pub use grants::GrantsCommand;
 pub use policy::PolicyCommand;
 pub use runs::RunsCommand;

@@ -7,7 +7,8 @@
 //! - [`bwrap`]: the mounts as bubblewrap's command line (namespaces, read-only system,
 //!   writable workspace with protected places, hidden secrets);
 //! - [`kernel`]: Landlock and seccomp, which the sandboxed process puts on itself;
-//! - [`Spec`]: what `runplane exec-agent` reads to start a process inside all of it;
+//! - [`Spec`]: what `runplane exec-agent` and `runplane-confine` read to start a process
+//!   inside all of it;
 //! - [`denial`]: the sandbox's refusals as a tool's result shows them.
 //!
 //! docs/SANDBOX.md has the threat model and what each layer stops.
@@ -27,6 +28,25 @@ use kernel::KernelRules;
 
 /// The program that makes the namespaces and mounts.
 pub const BWRAP: &str = "bwrap";
+
+/// The file name of the program that puts the kernel layers on inside the namespaces
+/// (`src/bin/runplane-confine.rs`), installed beside `runplane`.
+pub const CONFINE: &str = "runplane-confine";
+
+/// `runplane-confine` beside the running `runplane` executable, where `cargo build` and
+/// `cargo install` put it.
+pub fn confine_binary() -> Result<PathBuf, String> {
+    let exe = std::env::current_exe().map_err(|e| format!("the runplane executable: {e}"))?;
+    Some(exe.with_file_name(CONFINE))
+        .filter(|confine| confine.is_file())
+        .ok_or_else(|| {
+            format!(
+                "{CONFINE} is not beside {}: install it with runplane (cargo install and \
+                 cargo build put both binaries in one directory)",
+                exe.display()
+            )
+        })
+}
 
 /// Everything `runplane exec-agent` needs to start a process in the sandbox, written by
 /// the worker into its private directory (readable, never writable, inside the sandbox).

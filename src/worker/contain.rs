@@ -17,7 +17,7 @@ use crate::policy::EgressEndpoint;
 use crate::sandbox::bwrap;
 use crate::sandbox::materialise::{materialise, Placeholders};
 use crate::sandbox::plan::{self, Plan, PlanInput};
-use crate::sandbox::{missing, Spec};
+use crate::sandbox::{confine_binary, missing, Spec};
 
 /// The sandbox of one run, alive as long as the run's worker.
 pub struct Containment {
@@ -57,7 +57,8 @@ impl Containment {
         policy: &SandboxPolicy,
         facts: Facts<'_>,
     ) -> Result<(Containment, mpsc::UnboundedReceiver<Refusal>), String> {
-        let missing = missing();
+        let mut missing = missing();
+        missing.extend(confine_binary().err());
         if !missing.is_empty() {
             return Err(format!(
                 "the agent's sandbox cannot be enforced on this machine, so the agent is not \
