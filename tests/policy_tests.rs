@@ -403,3 +403,41 @@ fn a_load_error_for_a_test_is_its_own_variant() {
         other => panic!("unexpected error {other}"),
     }
 }
+
+#[test]
+fn lint_reports_an_allow_rule_that_names_secrets() {
+    let text = format!(
+        "secrets = [\".env*\", \"keys/**\"]\n{}{}",
+        rule(
+            "Read",
+            "allow",
+            r#"path_allow = [".env.example", "src/**", "keys/**", "runplane-data/*.log", "*.env", "**"]"#
+        ),
+        rule("Edit", "deny", r#"path_allow = [".env.local"]"#),
+    );
+    let reaches = |k: usize| (LintKind::ReachesSecret, format!("rules[0].path_allow[{k}]"));
+    assert_eq!(linted(&text), [reaches(0), reaches(2), reaches(3)]);
+    let profile = parse_profile(&text, ProfileFormat::Toml, "lint").expect("parses");
+    let messages: Vec<String> = lint(&profile).into_iter().map(|w| w.message).collect();
+    assert_eq!(
+        messages[0],
+        "\".env.example\" names secrets: \".env.example\" matches secrets \".env*\"; a secret \
+         is denied before any rule, so this rule never allows it"
+    );
+    assert!(
+        messages[2].contains("secret in every profile"),
+        "{}",
+        messages[2]
+    );
+    // The claim checked against the judge: each witness is denied, not allowed.
+    let compiled = CompiledProfile::compile(profile).expect("compiles");
+    for path in [".env.example", "keys/x", "runplane-data/x.log"] {
+        let verdict = compiled.evaluate(&runplane::policy::ToolCall {
+            tool: "Read",
+            path,
+            workspace_root: Some("/w"),
+            ..Default::default()
+        });
+        assert_eq!(verdict.decision, Decision::Deny, "{path}");
+    }
+}

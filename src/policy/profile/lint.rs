@@ -1,14 +1,16 @@
 //! Warnings about a profile that loads but does not do what it seems to: a rule that can
-//! never decide, a glob that can never match, a tool name written in another case.
+//! never decide, a glob that can never match, an allow rule naming secrets it can never
+//! open, a tool name written in another case.
 //!
 //! Only what can be proven from the evaluation rules is reported (docs/POLICY.md, "Lint"):
 //! a warning the author cannot act on teaches them to ignore the lint.
 
 use serde::Serialize;
 
-use super::globs::tool_glob;
+use super::globs::{build_path_glob, tool_glob};
 use super::schema::{PermissionRule, PolicyProfile};
 use crate::domain::Decision;
+use crate::policy::judge::secrets::Secrets;
 
 /// The tool names agents send: Claude Code's, and Codex's `apply_patch` (Codex reports
 /// its shell as `Bash`). MCP tools (`mcp__server__tool`) are named by their servers.
@@ -45,6 +47,8 @@ pub enum LintKind {
     NeverMatches,
     /// The tool name is a known tool's name in another case.
     ToolCase,
+    /// A path glob of an allow rule names secrets, which are denied before any rule.
+    ReachesSecret,
 }
 
 /// One warning, tied to the rule it is about.
@@ -63,6 +67,8 @@ pub struct LintWarning {
 /// Every warning for `profile`, in rule order.
 pub fn lint(profile: &PolicyProfile) -> Vec<LintWarning> {
     let mut warnings = Vec::new();
+    // A list that does not compile is refused at load, with its own error.
+    let secrets = Secrets::compile(&profile.secrets).ok();
     for (j, rule) in profile.rules.iter().enumerate() {
         tool_case(j, rule, &mut warnings);
         if let Some(i) = (0..j).find(|&i| shadows(&profile.rules[i], rule)) {
@@ -77,8 +83,67 @@ pub fn lint(profile: &PolicyProfile) -> Vec<LintWarning> {
             });
         }
         never_matching_globs(j, rule, &mut warnings);
+        if let Some(secrets) = &secrets {
+            allowed_secrets(j, rule, secrets, &mut warnings);
+        }
     }
     warnings
+}
+
+/// An allow rule's path glob that names a secret: secrets are denied before any rule, so
+/// what the author meant to open stays closed. Proven by a witness, a path the glob
+/// matches ([`witness`]) that the secret list holds.
+fn allowed_secrets(
+    j: usize,
+    rule: &PermissionRule,
+    secrets: &Secrets,
+    warnings: &mut Vec<LintWarning>,
+) {
+    if rule.decision != Decision::Allow {
+        return;
+    }
+    for (k, pattern) in rule.path_allow.iter().enumerate() {
+        let Some(path) = witness(pattern) else {
+            continue;
+        };
+        let matches = build_path_glob(pattern.strip_prefix("./").unwrap_or(pattern), false)
+            .is_ok_and(|glob| glob.compile_matcher().is_match(&path));
+        let Some(hit) = matches.then(|| secrets.find(&path, None, false)).flatten() else {
+            continue;
+        };
+        warnings.push(LintWarning {
+            rule: j,
+            field: format!("rules[{j}].path_allow[{k}]"),
+            kind: LintKind::ReachesSecret,
+            message: format!(
+                "{pattern:?} names secrets: {hit}; a secret is denied before any rule, so \
+                 this rule never allows it"
+            ),
+        });
+    }
+}
+
+/// A workspace path that `pattern` matches, made of its own literal parts: each `*`, `?`
+/// and `**` stands for the name `x` (`**/` for nothing). `None` for a glob outside the
+/// workspace (an allow rule never allows those) or with a class or alternatives.
+fn witness(pattern: &str) -> Option<String> {
+    let glob = pattern.strip_prefix("./").unwrap_or(pattern);
+    if only_outside(glob) || glob.contains(['[', '{', '\\']) {
+        return None;
+    }
+    let segments: Vec<String> = glob
+        .split('/')
+        .filter(|segment| *segment != "**")
+        .map(|segment| segment.replace(['*', '?'], "x"))
+        .collect();
+    let path = segments.join("/");
+    // `**` alone, or a glob ending in `/**`, names what is inside: one name stands for it.
+    let path = match (path.is_empty(), glob.ends_with("**")) {
+        (true, _) => "x".to_string(),
+        (false, true) => format!("{path}/x"),
+        (false, false) => path,
+    };
+    Some(path)
 }
 
 fn tool_case(j: usize, rule: &PermissionRule, warnings: &mut Vec<LintWarning>) {
