@@ -23,6 +23,8 @@ struct Sandbox {
     proxy: EgressProxy,
     refusals: tokio::sync::mpsc::UnboundedReceiver<Refusal>,
     env: Vec<(String, String)>,
+    /// The `runplane` that starts the sandbox (`runplane-confine` beside it).
+    runplane: PathBuf,
 }
 
 fn dir(prefix: &str) -> tempfile::TempDir {
@@ -97,12 +99,13 @@ impl Sandbox {
                 ("HTTP_PROXY".into(), url.clone()),
                 ("HTTPS_PROXY".into(), url),
             ],
+            runplane: env!("CARGO_BIN_EXE_runplane").into(),
         })
     }
 
     /// Runs `script` with `sh -c` in the sandbox; (exit code, stdout+stderr).
     fn run(&self, script: &str) -> (i32, String) {
-        let out = Command::new(env!("CARGO_BIN_EXE_runplane"))
+        let out = Command::new(&self.runplane)
             .args(["exec-agent", "--parent", &std::process::id().to_string()])
             .arg("--sandbox")
             .arg(&self.spec)
@@ -171,6 +174,32 @@ async fn writes_go_only_to_the_workspace_and_never_to_its_protected_places() {
     assert!(!Path::new("/tmp/runplane-escape").exists());
     assert!(!Path::new("/etc/runplane-escape").exists());
     assert!(!sb.workspace.join(".git/hooks/pre-commit").exists());
+}
+
+/// A runplane installed under `/tmp` (a clean clone's `target/` in a temp dir) still
+/// reaches its `runplane-confine`, although the sandbox's `/tmp` is a fresh one.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_sandbox_starts_from_binaries_under_the_hosts_tmp() {
+    let Some(mut sb) = Sandbox::new(&[]).await else {
+        return;
+    };
+    let installed = tempfile::tempdir_in("/tmp").expect("a dir under /tmp");
+    for (name, built) in [
+        ("runplane", env!("CARGO_BIN_EXE_runplane")),
+        ("runplane-confine", env!("CARGO_BIN_EXE_runplane-confine")),
+    ] {
+        let copy = installed.path().join(name);
+        if std::fs::hard_link(built, &copy).is_err() {
+            std::fs::copy(built, &copy).expect("a copy of the binary");
+        }
+    }
+    sb.runplane = installed.path().join("runplane");
+    assert_eq!(sb.allowed("echo started"), "started\n");
+    // Only the binary itself is shown: the rest of the host's /tmp stays out of sight.
+    sb.refused(
+        &format!("ls {}/runplane", installed.path().display()),
+        "No such file or directory",
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

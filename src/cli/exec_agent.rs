@@ -17,7 +17,7 @@ use clap::Args;
 use nix::sys::prctl::set_pdeathsig;
 use nix::sys::signal::Signal;
 
-use crate::sandbox::{confine_binary, kernel, Spec, BWRAP};
+use crate::sandbox::{bwrap, confine_binary, kernel, Spec, BWRAP};
 
 /// Flags of `runplane exec-agent`.
 #[derive(Debug, Clone, Args)]
@@ -59,11 +59,7 @@ fn into_sandbox(path: &Path, command: &[String]) -> ExitCode {
         Err(err) => return refuse(format_args!("{err}; the agent is not started")),
     };
     let err = std::process::Command::new(BWRAP)
-        .args(&spec.bwrap)
-        .arg(confine)
-        .arg(path)
-        .arg("--")
-        .args(command)
+        .args(bwrap::command_line(&spec.bwrap, &confine, path, command))
         .exec();
     refuse(format_args!(
         "cannot start bubblewrap ({BWRAP}): {err}; the agent is not started"

@@ -31,7 +31,7 @@ pub struct Mounts {
 /// (sockets of other services in `/run`, other users' temp files) is reachable.
 const PRIVATE_TMPFS: [&str; 3] = ["/tmp", "/var/tmp", "/run"];
 
-/// bubblewrap's arguments for `mounts`, up to and including `--`.
+/// bubblewrap's namespace and mount arguments for `mounts` (what the spec stores).
 pub fn args(mounts: &Mounts) -> Vec<OsString> {
     let mut args: Vec<OsString> = [
         "--die-with-parent",
@@ -72,7 +72,26 @@ pub fn args(mounts: &Mounts) -> Vec<OsString> {
         push(&mut args, "--ro-bind", &[&mounts.blocker_dir, path]);
     }
     push(&mut args, "--chdir", &[&mounts.workdir]);
+    args
+}
+
+/// bubblewrap's whole command line: the spec's `mounts`, then `confine` bound read-only
+/// at its own path — last, so no private `/tmp` or hidden directory of the plan covers
+/// it (a build's `target/` in a temp dir) — then `confine SPEC -- COMMAND…` as the
+/// process to start in the namespaces.
+pub fn command_line(
+    mounts: &[OsString],
+    confine: &Path,
+    spec: &Path,
+    command: &[String],
+) -> Vec<OsString> {
+    let mut args = mounts.to_vec();
+    push(&mut args, "--ro-bind", &[confine, confine]);
     args.push("--".into());
+    args.push(confine.as_os_str().to_owned());
+    args.push(spec.as_os_str().to_owned());
+    args.push("--".into());
+    args.extend(command.iter().map(OsString::from));
     args
 }
 
@@ -105,7 +124,33 @@ mod tests {
         assert!(at("/w") < at("/w/.git"), "{args:?}");
         assert!(at("/w/.git") < at("/w/.env"), "{args:?}");
         assert!(at("/p/d") < at("/h/.ssh"), "{args:?}");
-        assert_eq!(args.last().map(String::as_str), Some("--"));
+        assert_eq!(args.last().map(String::as_str), Some("/w"));
         assert_eq!(&args[..2], ["--die-with-parent", "--new-session"]);
+    }
+
+    #[test]
+    fn the_confine_binary_is_bound_after_every_mount_and_starts_the_command() {
+        let mounts: Vec<OsString> = ["--tmpfs", "/tmp"].map(OsString::from).into();
+        let line = command_line(
+            &mounts,
+            Path::new("/tmp/t/runplane-confine"),
+            Path::new("/p/sandbox.json"),
+            &["sh".into(), "-c".into(), "true".into()],
+        );
+        let expected = [
+            "--tmpfs",
+            "/tmp",
+            "--ro-bind",
+            "/tmp/t/runplane-confine",
+            "/tmp/t/runplane-confine",
+            "--",
+            "/tmp/t/runplane-confine",
+            "/p/sandbox.json",
+            "--",
+            "sh",
+            "-c",
+            "true",
+        ];
+        assert_eq!(line, expected.map(OsString::from));
     }
 }

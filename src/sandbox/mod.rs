@@ -52,7 +52,7 @@ pub fn confine_binary() -> Result<PathBuf, String> {
 /// the worker into its private directory (readable, never writable, inside the sandbox).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Spec {
-    /// bubblewrap's arguments up to and including `--`.
+    /// bubblewrap's namespace and mount arguments; [`bwrap::command_line`] adds the rest.
     pub bwrap: Vec<OsString>,
     /// Places writes may go (Landlock's part).
     pub writable: Vec<PathBuf>,
