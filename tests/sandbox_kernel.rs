@@ -4,6 +4,9 @@
 //! bubblewrap and Landlock ABI 6: without them each test says what is missing and stops,
 //! and under `RUNPLANE_REQUIRE_SANDBOX=1` (`.ci/run`, which installs bubblewrap) it fails.
 
+#[path = "common/host.rs"]
+mod host;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -27,13 +30,9 @@ struct Sandbox {
     runplane: PathBuf,
 }
 
+/// These places must be the host's, as a real home and checkout are.
 fn dir(prefix: &str) -> tempfile::TempDir {
-    tempfile::Builder::new()
-        .prefix(prefix)
-        // Not under /tmp, which is private in the sandbox: these places must be the
-        // host's, as a real home and checkout are.
-        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
-        .expect("temp dir")
+    host::host_dir(prefix)
 }
 
 impl Sandbox {

@@ -61,7 +61,7 @@ async fn an_agent_under_runplane_work_is_judged_held_gated_and_delivered() {
     ]);
     let script_file = repo.path().join(".git/script.json");
     std::fs::write(&script_file, script.to_string()).unwrap();
-    let agent = format!("{}/tests/agents/fake_claude.py", env!("CARGO_MANIFEST_DIR"));
+    let agent = common::fake::fake_agent();
     let worker = runplane_work()
         .args(["work", "--run", &run_id, "--hook-timeout", "30", "--server"])
         .arg(format!("http://{}", server.addr))
@@ -157,7 +157,7 @@ async fn a_cancel_stops_the_agent_at_once() {
     let script = serde_json::json!([{"name": "Bash", "input": {"command": "sleep 30"}}]);
     let script_file = repo.path().join(".git/script.json");
     std::fs::write(&script_file, script.to_string()).unwrap();
-    let agent = format!("{}/tests/agents/fake_claude.py", env!("CARGO_MANIFEST_DIR"));
+    let agent = common::fake::fake_agent();
     let mut worker = runplane_work()
         .args(["work", "--run", &run_id, "--hook-timeout", "60", "--server"])
         .arg(format!("http://{}", server.addr))

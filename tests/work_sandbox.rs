@@ -93,7 +93,7 @@ async fn no_escape_takes_effect(kind: Kind, binary: &str) {
         .await;
     let repo = git_repo();
     let workspace = std::fs::canonicalize(repo.path()).unwrap();
-    let outside = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let outside = common::host::host_dir("outside");
     let out = std::fs::canonicalize(outside.path()).unwrap();
     plant_traps(&workspace, &out);
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

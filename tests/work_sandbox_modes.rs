@@ -227,7 +227,7 @@ fn work_command(
 ) -> tokio::process::Command {
     let script = repo.join(".git/script.json");
     std::fs::write(&script, touch().to_string()).unwrap();
-    let agent = format!("{}/tests/agents/fake_claude.py", env!("CARGO_MANIFEST_DIR"));
+    let agent = common::fake::fake_agent();
     let (program, launcher_args) = match launcher.split_first() {
         Some((program, args)) => (std::ffi::OsStr::new(*program), args),
         None => (runplane.as_os_str(), &[][..]),

@@ -42,9 +42,10 @@ pub struct PlanInput {
     pub private: PathBuf,
     /// The agent's own state (`~/.claude`, a fresh `CODEX_HOME`, …): writable.
     pub agent_state: Vec<PathBuf>,
-    /// Where the agent's program lives: readable, and kept visible where the sandbox's
-    /// private `/tmp` would hide it (a wrapper script in a temp dir).
-    pub program_dirs: Vec<PathBuf>,
+    /// Where the agent's program lives, and the `runplane` executable its hooks run:
+    /// readable, and kept visible where the sandbox's private `/tmp` would hide them (a
+    /// wrapper script in a temp dir, a runplane built under `/tmp`).
+    pub programs: Vec<PathBuf>,
     /// The profile's secret globs (`~/`-relative, absolute or workspace-relative).
     pub secrets: Vec<String>,
     /// runplane's credential files on this machine (token files, client keys, the data
@@ -141,7 +142,7 @@ pub fn compile(input: &PlanInput) -> Plan {
         hidden,
         visible: {
             let mut visible = vec![input.private.clone()];
-            visible.extend(input.program_dirs.iter().cloned());
+            visible.extend(input.programs.iter().cloned());
             visible.sort();
             visible.dedup();
             visible

@@ -49,6 +49,8 @@ pub struct Facts<'a> {
     pub launch: &'a Launch,
     /// runplane's credential files on this machine (the token file).
     pub credentials: Vec<PathBuf>,
+    /// The `runplane` executable the agent's hooks run.
+    pub runplane: &'a Path,
 }
 
 impl Containment {
@@ -82,7 +84,10 @@ impl Containment {
             run_tmp: run_tmp.path().to_path_buf(),
             private: facts.private.to_path_buf(),
             agent_state: agent_state(facts.agent, facts.launch, &home),
-            program_dirs: program_dir(facts.launch).into_iter().collect(),
+            programs: program_places(facts.launch)
+                .into_iter()
+                .chain(std::fs::canonicalize(facts.runplane))
+                .collect(),
             secrets: policy.secrets.clone(),
             credentials: facts.credentials,
             egress,
@@ -224,19 +229,99 @@ fn git_dirs(workspace: &Path) -> Vec<PathBuf> {
         .collect()
 }
 
-/// The directory of the agent's program, as the worker's `PATH` finds it.
-fn program_dir(launch: &Launch) -> Option<PathBuf> {
-    let program = Path::new(launch.line.first()?);
-    let path = if program.components().count() > 1 {
-        program.to_path_buf()
-    } else {
-        let dirs = std::env::var_os("PATH")?;
-        std::env::split_paths(&dirs)
-            .map(|dir| dir.join(program))
-            .find(|candidate| candidate.is_file())?
-    };
-    std::fs::canonicalize(path)
-        .ok()?
-        .parent()
+/// Where the agent's programs live: the command's program as the worker's `PATH` finds it
+/// and every later word that names an executable file (the agent behind a wrapper,
+/// `with-mcp /opt/claude`). For each, the directory it is named in and the one it resolves
+/// to — or, for a program in an npm install, the whole `node_modules` tree, since its
+/// launcher (`.bin/codex`, a link into a package) starts binaries from sibling packages.
+fn program_places(launch: &Launch) -> Vec<PathBuf> {
+    let programs = launch.line.iter().enumerate().filter_map(|(i, word)| {
+        let word = Path::new(word);
+        if i == 0 {
+            on_path(word)
+        } else {
+            is_executable_file(word).then(|| word.to_path_buf())
+        }
+    });
+    let mut places: Vec<PathBuf> = programs
+        .flat_map(|named| {
+            let named_dir = named
+                .parent()
+                .and_then(|dir| std::fs::canonicalize(dir).ok());
+            let real_dir = std::fs::canonicalize(&named)
+                .ok()
+                .and_then(|real| real.parent().map(Path::to_path_buf));
+            [named_dir, real_dir]
+        })
+        .flatten()
+        .map(|dir| outermost_node_modules(&dir).unwrap_or(dir))
+        .collect();
+    places.sort();
+    places.dedup();
+    places
+}
+
+/// `program` itself when it names a directory, else the first match on `PATH`.
+fn on_path(program: &Path) -> Option<PathBuf> {
+    if program.components().count() > 1 {
+        return Some(program.to_path_buf());
+    }
+    let dirs = std::env::var_os("PATH")?;
+    std::env::split_paths(&dirs)
+        .map(|dir| dir.join(program))
+        .find(|candidate| candidate.is_file())
+}
+
+/// A path (with a directory part) to a file someone may execute.
+fn is_executable_file(word: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt as _;
+    word.components().count() > 1
+        && std::fs::metadata(word).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+fn outermost_node_modules(dir: &Path) -> Option<PathBuf> {
+    dir.ancestors()
+        .filter(|a| a.file_name().is_some_and(|n| n == "node_modules"))
+        .last()
         .map(Path::to_path_buf)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt as _;
+
+    fn launch(line: &[&Path]) -> Launch {
+        Launch {
+            line: line.iter().map(|p| p.display().to_string()).collect(),
+            env: Vec::new(),
+            env_remove: Vec::new(),
+            _config: None,
+        }
+    }
+
+    fn executable(path: &Path) {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+
+    #[test]
+    fn an_npm_installed_agent_behind_a_wrapper_is_shown_whole() {
+        let root = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(root.path()).unwrap();
+        let modules = root.join("agents/node_modules");
+        let package = modules.join("@openai/codex/bin/codex.js");
+        executable(&package);
+        std::fs::create_dir_all(modules.join(".bin")).unwrap();
+        let bin = modules.join(".bin/codex");
+        std::os::unix::fs::symlink("../@openai/codex/bin/codex.js", &bin).unwrap();
+        let wrapper = root.join("wrappers/with-mcp");
+        executable(&wrapper);
+        let data = root.join("data/notes.txt");
+        std::fs::create_dir_all(data.parent().unwrap()).unwrap();
+        std::fs::write(&data, "not a program").unwrap();
+        let places = program_places(&launch(&[&wrapper, &bin, &data, Path::new("-p")]));
+        assert_eq!(places, [modules, root.join("wrappers")]);
+    }
 }

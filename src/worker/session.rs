@@ -121,6 +121,7 @@ pub async fn work(channel: Channel, config: WorkConfig) -> Result<pb::Run, WorkE
         agent: config.agent,
         launch: &launch,
         credentials: config.credentials.clone(),
+        runplane: &config.runplane,
     };
     // Without a launcher (the sandbox could not be prepared) nothing is ever started.
     let (launcher, mut refusals, containment) = match contain(&config, &policy, facts).await {

@@ -1,5 +1,8 @@
 //! `runplane work` with the scripted stand-in agent `tests/agents/fake_claude.py`.
 
+use std::path::Path;
+
+use super::host::{host_root, private};
 use super::{git_repo, sandbox_mode, TestServer};
 
 /// Whether python3 (the stand-in's interpreter) is missing, saying so.
@@ -25,7 +28,7 @@ pub async fn fake_work(
     let repo = git_repo();
     let script_file = repo.path().join(".git/script.json");
     std::fs::write(&script_file, script.to_string()).unwrap();
-    let agent = format!("{}/tests/agents/fake_claude.py", env!("CARGO_MANIFEST_DIR"));
+    let agent = fake_agent();
     let output = runplane_work()
         .arg("work")
         .args(flags)
@@ -48,4 +51,28 @@ pub fn runplane_work() -> tokio::process::Command {
     let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_runplane"));
     command.env("RUNPLANE_SANDBOX", sandbox_mode());
     command
+}
+
+/// The scripted stand-in agent `tests/agents/fake_claude.py`, where the sandbox shows it:
+/// the checkout's file, or in a clone under `/tmp` a copy on the host (named by its
+/// content, so every test shares one and none is stale).
+pub fn fake_agent() -> String {
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/agents/fake_claude.py");
+    if !private(&source) {
+        return source.display().to_string();
+    }
+    let text = std::fs::read(&source).expect("the stand-in agent");
+    let root = host_root();
+    std::fs::create_dir_all(&root).expect("the host root for sandbox tests");
+    let copy = root.join(format!(
+        "fake_claude-{:016x}.py",
+        xxhash_rust::xxh3::xxh3_64(&text)
+    ));
+    if !copy.exists() {
+        // Written aside and renamed: tests running at once never see half a file.
+        let aside = root.join(format!("fake_claude.{}.tmp", std::process::id()));
+        std::fs::write(&aside, &text).expect("a copy of the stand-in agent");
+        std::fs::rename(&aside, &copy).expect("the copy in place");
+    }
+    copy.display().to_string()
 }

@@ -4,6 +4,7 @@
 
 pub mod agents;
 pub mod fake;
+pub mod host;
 #[path = "../store_common/postgres.rs"]
 pub mod postgres;
 
