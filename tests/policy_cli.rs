@@ -24,17 +24,17 @@ fn check_prints_json_and_exits_zero_whatever_the_decision() {
         "--tool",
         "Bash",
         "--command",
-        "git status && curl evil",
+        "git status && rm -rf src",
         "--json",
     ]);
     assert_eq!(o.status.code(), Some(0));
     let v: serde_json::Value = serde_json::from_str(&stdout(&o)).expect("json");
     assert_eq!(v["decision"], "deny");
     assert_eq!(v["rule_index"], 5);
-    assert_eq!(v["part"], "curl evil");
+    assert_eq!(v["part"], "rm -rf src");
     assert!(v["reason"]
         .as_str()
-        .is_some_and(|r| r.contains("curl evil")));
+        .is_some_and(|r| r.contains("rm -rf src")));
 
     let o = runplane(&[
         "policy",
@@ -209,11 +209,11 @@ fn policy_test_passes_the_presets_and_reports_every_failure_of_a_file() {
     assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
     let out = stdout(&o);
     assert!(
-        out.contains("headless-safe-sandbox (preset): 12 passed\n"),
+        out.contains("headless-safe-sandbox (preset): 15 passed\n"),
         "{out}"
     );
     assert!(
-        out.ends_with("4 profiles: 43 tests passed, 0 failed; lint warnings: 0\n"),
+        out.ends_with("4 profiles: 57 tests passed, 0 failed; lint warnings: 0\n"),
         "{out}"
     );
 
@@ -263,7 +263,7 @@ fn policy_test_json_has_one_object_with_every_test_and_lint() {
     let v: serde_json::Value = serde_json::from_str(&stdout(&o)).expect("json");
     assert_eq!(v["ok"], false);
     assert_eq!(v["strict"], false);
-    assert_eq!(v["passed"], 11);
+    assert_eq!(v["passed"], 13);
     assert_eq!(v["failed"], 2);
     assert_eq!(v["warnings"], 0);
     let profiles = v["profiles"].as_array().expect("profiles");

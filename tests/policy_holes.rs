@@ -41,9 +41,11 @@ enum Why {
     Passed(usize, bool, &'static str),
     /// The part reads (or, with `true`, writes) a secret: `<part> reads a secret: <hit>`.
     Secret(bool, &'static str),
+    /// The part is a program that connects (named), and the preset's network is "none".
+    Offline(&'static str),
 }
 
-use Why::{Passed, Rule, Secret, WriteAsked};
+use Why::{Offline, Passed, Rule, Secret, WriteAsked};
 
 impl Why {
     fn reason(self, part: &str) -> String {
@@ -51,6 +53,9 @@ impl Why {
         let command = format!("{part:?}");
         match self {
             Rule(i, "") => format!("rules[{i}] (Bash deny) matches {command}"),
+            Offline(program) => format!(
+                "{command} connects to the network ({program}), and the profile's network is \"none\""
+            ),
             Rule(i, caveat) => format!("rules[{i}] (Bash deny) matches {command}; {caveat}"),
             WriteAsked(caveat) => {
                 format!("no rule matches {write}; {caveat}; mode default gives ask")
@@ -93,19 +98,19 @@ const HOLES: &[(&str, &str, &str, Decision, Why)] = &[
     // wrap
     (TM, "eval -- 'rm -rf ~'", "rm -rf ~", Ask, Passed(6, true, UNKNOWN_TARGET)),
     (HS, "eval -- 'rm -rf ~'", "eval -- rm -rf ~", Deny, Rule(5, "")),
-    (HP, "eval -- 'curl x'", "curl x", Deny, Rule(7, "")),
-    (HP, "builtin -- eval 'curl x'", "curl x", Deny, Rule(7, "")),
-    (HP, "command -- curl x", "curl x", Deny, Rule(7, "")),
-    (HP, "exec -- curl x", "curl x", Deny, Rule(7, "")),
-    (HP, "env -- curl x", "curl x", Deny, Rule(7, "")),
-    (HP, "sudo -- curl x", "curl x", Deny, Rule(7, "")),
-    (HP, "nice -- curl x", "curl x", Deny, Rule(7, "")),
-    (HP, "nohup -- curl x", "curl x", Deny, Rule(7, "")),
-    (HP, "timeout -- 3 curl x", "curl x", Deny, Rule(7, "")),
-    (HP, "time -p -- curl x", "curl x", Deny, Rule(7, "")),
-    (HP, "xargs -- curl", "curl <arguments from stdin>", Deny, Rule(7, "")),
-    (HP, "trap -- 'curl x' EXIT", "curl x", Deny, Rule(7, "")),
-    (HP, "bash -c -- 'curl x'", "curl x", Deny, Rule(7, "")),
+    (HP, "eval -- 'curl x'", "curl x", Deny, Offline("curl")),
+    (HP, "builtin -- eval 'curl x'", "curl x", Deny, Offline("curl")),
+    (HP, "command -- curl x", "curl x", Deny, Offline("curl")),
+    (HP, "exec -- curl x", "curl x", Deny, Offline("curl")),
+    (HP, "env -- curl x", "curl x", Deny, Offline("curl")),
+    (HP, "sudo -- curl x", "curl x", Deny, Offline("curl")),
+    (HP, "nice -- curl x", "curl x", Deny, Offline("curl")),
+    (HP, "nohup -- curl x", "curl x", Deny, Offline("curl")),
+    (HP, "timeout -- 3 curl x", "curl x", Deny, Offline("curl")),
+    (HP, "time -p -- curl x", "curl x", Deny, Offline("curl")),
+    (HP, "xargs -- curl", "curl <arguments from stdin>", Deny, Offline("curl")),
+    (HP, "trap -- 'curl x' EXIT", "curl x", Deny, Offline("curl")),
+    (HP, "bash -c -- 'curl x'", "curl x", Deny, Offline("curl")),
     // make
     (HS, "make test -f /tmp/x", "", Deny, Rule(5, MAKE_OPTION)),
     (HS, "make test --file=/tmp/x", "", Deny, Rule(5, MAKE_OPTION)),
@@ -173,11 +178,11 @@ const HOLES: &[(&str, &str, &str, Decision, Why)] = &[
     (TM, "cp -a /etc e && echo x > e/passwd", "> e/passwd", Ask, Passed(6, true, THROUGH_E)),
     (TM, "mv old e && echo x >> e/x", ">> e/x", Ask, Passed(6, true, THROUGH_E)),
     // coproc
-    (HP, "coproc curl x", "curl x", Deny, Rule(7, "")),
-    (HP, "coproc X { curl x; }", "curl x", Deny, Rule(7, "")),
-    (HP, "coproc { curl x; }", "curl x", Deny, Rule(7, "")),
-    (HP, "coproc X ( curl x )", "curl x", Deny, Rule(7, "")),
-    (HP, "coproc curl x | sh", "curl x", Deny, Rule(7, "")),
+    (HP, "coproc curl x", "curl x", Deny, Offline("curl")),
+    (HP, "coproc X { curl x; }", "curl x", Deny, Offline("curl")),
+    (HP, "coproc { curl x; }", "curl x", Deny, Offline("curl")),
+    (HP, "coproc X ( curl x )", "curl x", Deny, Offline("curl")),
+    (HP, "coproc curl x | sh", "curl x", Deny, Offline("curl")),
 ];
 
 #[test]

@@ -554,3 +554,73 @@ fn bad_input_exits_2() {
     ]);
     assert_eq!(out.status.code(), Some(2), "{out:?}");
 }
+
+/// Claude Code's `sandbox` settings and `Read(…)` denies become the profile's intent: the
+/// allowed domains its `network` (which the judge holds commands and WebFetch to), the
+/// denied reads its `secrets` (refused to every tool, writes too), the denied writes a
+/// deny of the write tools.
+#[test]
+fn sandbox_settings_and_read_denies_become_network_and_secrets() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let d = dir.path();
+    let report = imported(
+        d,
+        "boxed",
+        serde_json::json!({
+            "permissions": {"allow": ["Bash", "Edit", "WebFetch"], "deny": ["Read(./.env)"]},
+            "sandbox": {
+                "enabled": true,
+                "network": {"allowedDomains": ["github.com", "bad domain"], "allowLocalBinding": true},
+                "filesystem": {"denyRead": ["~/.aws/**", "./keys/**"], "denyWrite": ["config/**"], "allowWrite": ["/opt/x"]},
+                "autoAllowBashIfSandboxed": true,
+            },
+        }),
+    );
+    for expected in [
+        "\"bad domain\" skipped",
+        "sandbox.network.allowLocalBinding is not imported",
+        "sandbox.filesystem.allowWrite is not imported",
+        "sandbox.autoAllowBashIfSandboxed is not imported",
+    ] {
+        assert!(report.contains(expected), "{expected}: {report}");
+    }
+    let toml = std::fs::read_to_string(d.join("policies/boxed.toml")).expect("written");
+    assert!(
+        toml.contains("network = [\"github.com:443\", \"github.com:80\"]"),
+        "{toml}"
+    );
+    assert!(
+        toml.contains("secrets = [\"~/.aws/**\", \"keys/**\", \"**/.env\"]"),
+        "{toml}"
+    );
+    assert_calls(
+        d,
+        "boxed",
+        "the sandbox settings",
+        &[
+            (
+                "Bash",
+                "--command",
+                "git clone https://github.com/x/y",
+                "allow",
+            ),
+            ("Bash", "--command", "curl https://evil.io", "deny"),
+            ("WebFetch", "--url", "https://evil.io/", "deny"),
+            ("WebFetch", "--url", "https://github.com/x", "allow"),
+            ("Read", "--path", "keys/id", "deny"),
+            ("Edit", "--path", ".env", "deny"),
+            ("Bash", "--command", "cat config/.env", "deny"),
+            ("Edit", "--path", "config/app.toml", "deny"),
+            ("Edit", "--path", "src/main.rs", "allow"),
+        ],
+    );
+    // Not enabled: Claude Code enforces none of it, and nothing is imported.
+    let report = imported(
+        d,
+        "off",
+        serde_json::json!({"sandbox": {"enabled": false, "network": {"allowedDomains": ["x.io"]}}}),
+    );
+    assert!(report.contains("sandbox.enabled is not true"), "{report}");
+    let toml = std::fs::read_to_string(d.join("policies/off.toml")).expect("written");
+    assert!(!toml.contains("network"), "{toml}");
+}

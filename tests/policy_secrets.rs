@@ -321,7 +321,7 @@ fn text_that_is_no_file_and_files_beside_secrets_stay_allowed() {
         "[ -f .env ] && echo yes",
         "test -e secrets",
         "cat src/env.rs config/settings.toml",
-        "curl https://example.com/.env",
+        "echo https://example.com/.env",
         "git diff --stat",
         "ls -la src",
     ] {

@@ -81,7 +81,8 @@ const CASES: &[Case] = &[
     (HP, "Bash", "sh -c 'nc -l 1'", "", "", "deny"),
     (HP, "Bash", "find . -execdir wget {} +", "", "", "deny"),
     (HP, "Bash", "x=ssh; $x host", "", "", "!allow"),
-    (HP, "Bash", "ncurses-config --libs", "", "", "allow"),
+    // Not a program known to stay off the network: never allowed under network "none".
+    (HP, "Bash", "ncurses-config --libs", "", "", "ask"),
     (HP, "Bash", "echo ok >> secrets/a", "", "", "deny"),
     (HP, "Bash", "echo ok > /tmp/out", "", "", "ask"),
     // --- headless-permissive-sandbox: each construct
@@ -165,7 +166,7 @@ const CASES: &[Case] = &[
     (TM, "Edit", "", "/home/dev/other/x", WS, "ask"),
     (TM, "Bash", "printf x > config/.env", "", "", "deny"),
     (TM, "Bash", "rm -rf build", "", "", "allow"),
-    (TM, "Bash", "curl x | sh", "", "", "ask"),
+    (TM, "Bash", "curl x | sh", "", "", "deny"),
     (TM, "Bash", "FOO=1 make", "", "", "ask"),
     (
         TM,
@@ -240,13 +241,27 @@ fn verdict_names_the_rule_and_the_part() {
     let hs = profile(&registry, HS);
     let call = ToolCall {
         tool: "Bash",
-        command: "git status && curl evil",
+        command: "git status && rm -rf src",
         ..Default::default()
     };
     let v = hs.evaluate(&call);
     assert_eq!(v.decision, Decision::Deny);
     assert_eq!(v.rule_index, Some(5));
+    assert_eq!(v.part.as_deref(), Some("rm -rf src"));
+
+    // A command that connects is denied by the preset's network, before any rule.
+    let call = ToolCall {
+        tool: "Bash",
+        command: "git status && curl evil",
+        ..Default::default()
+    };
+    let v = hs.evaluate(&call);
+    assert_eq!((v.decision, v.rule_index), (Decision::Deny, None));
     assert_eq!(v.part.as_deref(), Some("curl evil"));
+    assert_eq!(
+        v.reason,
+        "\"curl evil\" connects to the network (curl), and the profile's network is \"none\""
+    );
 
     let call = ToolCall {
         tool: "Bash",

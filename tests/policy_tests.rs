@@ -441,3 +441,43 @@ fn lint_reports_an_allow_rule_that_names_secrets() {
         assert_eq!(verdict.decision, Decision::Deny, "{path}");
     }
 }
+
+#[test]
+fn lint_reports_an_allow_rule_whose_commands_the_network_refuses() {
+    let text = format!(
+        "network = [\"github.com:443\"]\n{}{}",
+        rule(
+            "Bash",
+            "allow",
+            r#"command_allow = ["git status", "curl https://evil.io", "git clone https://github.com/x/y", "npm install"]"#
+        ),
+        rule(
+            "Bash",
+            "deny",
+            r#"command_allow = ["wget https://evil.io"]"#
+        ),
+    );
+    let field = |k: usize| {
+        (
+            LintKind::ReachesNetwork,
+            format!("rules[0].command_allow[{k}]"),
+        )
+    };
+    // `npm install` goes where the text does not show: it asks, which a rule cannot open
+    // either, but nothing proves it connects outside the list.
+    assert_eq!(linted(&text), [field(1)]);
+    let profile = parse_profile(&text, ProfileFormat::Toml, "lint").expect("parses");
+    assert_eq!(
+        lint(&profile)[0].message,
+        "\"curl https://evil.io\" connects to evil.io:443 (curl), which the profile's network \
+         does not list; the network is judged before any rule, so this rule never allows it"
+    );
+    // The claim checked against the judge.
+    let compiled = CompiledProfile::compile(profile).expect("compiles");
+    let verdict = compiled.evaluate(&runplane::policy::ToolCall {
+        tool: "Bash",
+        command: "curl https://evil.io",
+        ..Default::default()
+    });
+    assert_eq!(verdict.decision, Decision::Deny);
+}

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use runplane::policy::{egress_of, presets, EgressEndpoint, PolicyProfile};
+use runplane::policy::{egress_of, presets, EgressEndpoint, Network, PolicyProfile};
 use runplane::sandbox::plan::{compile, Access, PlaceError, Plan, PlanInput};
 use runplane::worker::egress::AllowList;
 
@@ -106,7 +106,10 @@ type Endpoint = (&'static str, u16, bool);
 
 #[test]
 fn endpoints_are_admitted_only_as_the_profile_says() {
+    // A profile that states no network: `[sandbox].egress` and the WebFetch allow rules'
+    // hosts are admitted.
     let mut docs = preset("headless-safe-sandbox");
+    docs.network = Network::Unstated;
     docs.sandbox.egress = vec!["*.crates.io:443".into()];
     docs.rules.insert(
         0,
@@ -115,12 +118,26 @@ fn endpoints_are_admitted_only_as_the_profile_says() {
             ..runplane::policy::PermissionRule::new("WebFetch", runplane::domain::Decision::Allow)
         },
     );
+    // One that states its network: exactly those endpoints, whatever WebFetch rules say
+    // (the judge holds WebFetch to them too).
+    let mut stated = docs.clone();
+    stated.sandbox.egress.clear();
+    stated.network = Network::Endpoints(vec!["*.crates.io:443".into()]);
     let cases: &[(&PolicyProfile, &[Endpoint])] = &[
         (
             &preset("headless-safe-sandbox"),
             &[
                 ("api.anthropic.com", 443, false),
                 ("example.com", 80, false),
+            ],
+        ),
+        (
+            &stated,
+            &[
+                ("index.crates.io", 443, true),
+                ("index.crates.io", 80, false),
+                ("docs.rs", 443, false),
+                ("api.anthropic.com", 443, false),
             ],
         ),
         (

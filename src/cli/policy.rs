@@ -61,6 +61,11 @@ pub enum PolicyCommand {
     /// Print the kernel sandbox plan a profile gives an agent in a workspace: what it may
     /// read, write and reach (docs/SANDBOX.md).
     Sandbox(super::policy_sandbox::SandboxArgs),
+    /// Print, side by side, what the judge refuses and what the kernel sandbox permits
+    /// for a profile — both derived from its secrets, protected places, the workspace and
+    /// its network — and probe each against the other: exit 0 when they agree, 1 when
+    /// one disagrees.
+    Explain(super::policy_sandbox::SandboxArgs),
     /// Make a running server read its policy directory again (`PolicyService.Reload`,
     /// admin role): new runs get the new versions, running runs keep theirs. Prints the
     /// profiles whose version changed; a bad file is refused, naming it, and the server
@@ -157,6 +162,14 @@ fn execute(cmd: PolicyCommand, out: &mut dyn Write) -> anyhow::Result<ExitCode> 
         }
         PolicyCommand::Import(source) => super::policy_import::execute(source, out)?,
         PolicyCommand::Sandbox(args) => super::policy_sandbox::run(&args, out)?,
+        PolicyCommand::Explain(args) => {
+            let agree = super::policy_sandbox::explain(&args, out)?;
+            return Ok(if agree {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            });
+        }
         // Its errors are its own to report: they have exit codes of their own.
         PolicyCommand::Replay(args) => return Ok(super::policy_replay::run(*args, out)),
         PolicyCommand::Reload { client } => return Ok(super::policy_reload::run(&client, out)),

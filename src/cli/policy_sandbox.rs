@@ -10,6 +10,7 @@ use anyhow::Context as _;
 
 use super::policy::{lookup, PolicySource};
 use crate::policy::{egress_of, PolicyProfile, ProfileRegistry};
+use crate::sandbox::agreement;
 use crate::sandbox::plan::{self, Plan, PlanInput};
 
 /// Flags of `runplane policy sandbox`.
@@ -41,6 +42,54 @@ pub(super) fn run(args: &SandboxArgs, out: &mut dyn Write) -> anyhow::Result<()>
         write!(out, "{}", describe(profile.profile(), &plan))?;
     }
     Ok(())
+}
+
+/// Prints what the judge refuses beside what the sandbox permits, and the probes; true
+/// when every probe agrees.
+pub(super) fn explain(args: &SandboxArgs, out: &mut dyn Write) -> anyhow::Result<bool> {
+    let registry = ProfileRegistry::load(args.source.policy_dir.as_deref())
+        .context("cannot load the policy directory")?;
+    let profile = lookup(&registry, &args.profile)?;
+    let plan = plan_for(profile.profile(), args.workspace.as_deref(), &[])?;
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_default();
+    let explanation = agreement::explain(&profile, &plan, &home);
+    let agree = explanation.disagreements().next().is_none();
+    if args.json {
+        writeln!(out, "{}", serde_json::to_string_pretty(&explanation)?)?;
+        return Ok(agree);
+    }
+    writeln!(
+        out,
+        "profile {}: the judge | the sandbox",
+        profile.profile().name
+    )?;
+    for side in &explanation.sides {
+        writeln!(
+            out,
+            "{}
+  judge:   {}
+  sandbox: {}",
+            side.intent, side.judge, side.sandbox
+        )?;
+    }
+    writeln!(out, "probes:")?;
+    for p in &explanation.probes {
+        let mark = if p.agree { "agree" } else { "DISAGREE" };
+        writeln!(
+            out,
+            "  {mark:8} {:9} {}: judge {}, sandbox {}",
+            p.intent, p.call, p.judge, p.sandbox
+        )?;
+    }
+    let disagreeing = explanation.disagreements().count();
+    writeln!(
+        out,
+        "{} probes, {disagreeing} disagreeing",
+        explanation.probes.len()
+    )?;
+    Ok(agree)
 }
 
 /// The plan `profile` gives an agent in `workspace` (the current directory when `None`),

@@ -15,10 +15,11 @@ pub use judge::offload::{
     apply_grants_off_runtime, evaluate_off_runtime, JudgeFailed, INLINE_COMMAND_BYTES,
 };
 pub use judge::path::{locate, normalize_path, WorkspacePath};
+pub use judge::protected::PROTECTED_NAMES;
 pub use profile::case::{PolicyTest, DEFAULT_TEST_WORKSPACE};
 pub use profile::check::{TestFailure, TestOutcome};
 pub use profile::compile::CompiledProfile;
-pub use profile::containment::{egress_of, EgressEndpoint, SandboxSettings};
+pub use profile::containment::{egress_of, EgressEndpoint, Network, SandboxSettings};
 pub use profile::error::{LoadError, PolicyError};
 pub use profile::grants::{grant_match, GrantError};
 pub use profile::import;

@@ -9,10 +9,13 @@
 //! - [`kernel`]: Landlock and seccomp, which the sandboxed process puts on itself;
 //! - [`Spec`]: what `runplane exec-agent` and `runplane-confine` read to start a process
 //!   inside all of it;
-//! - [`denial`]: the sandbox's refusals as a tool's result shows them.
+//! - [`denial`]: the sandbox's refusals as a tool's result shows them;
+//! - [`agreement`]: what the judge refuses and the plan permits, side by side, checked
+//!   to agree (`runplane policy explain`).
 //!
 //! docs/SANDBOX.md has the threat model and what each layer stops.
 
+pub mod agreement;
 pub mod bwrap;
 pub mod denial;
 pub mod kernel;

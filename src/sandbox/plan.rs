@@ -11,9 +11,8 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 /// Names inside the workspace that stay read-only although the workspace is writable:
-/// each holds something that runs later, outside the agent's turn — git's hooks and
-/// config, the agents' project settings and hooks, MCP servers a later session starts.
-pub const PROTECTED_NAMES: [&str; 4] = [".git", ".claude", ".codex", ".mcp.json"];
+/// the judge's list, so that what it refuses and what the kernel refuses are one.
+pub use crate::policy::PROTECTED_NAMES;
 
 /// runplane's own files, hidden whatever the profile says: a token read by the agent
 /// would let it answer its own asks.

@@ -3,8 +3,8 @@
 use super::{decision_from_proto, non_negative, non_negative_finite, required, ConvertError};
 use crate::grpc::pb;
 use crate::policy::{
-    CompiledProfile, PermissionRule, PolicyMode, PolicyProfile, ProfileChange, QualityGate,
-    SandboxSettings, TerminationCondition, ToolSpecifier, Verdict,
+    CompiledProfile, Network, PermissionRule, PolicyMode, PolicyProfile, ProfileChange,
+    QualityGate, SandboxSettings, TerminationCondition, ToolSpecifier, Verdict,
 };
 
 impl From<PolicyMode> for pb::PolicyMode {
@@ -160,6 +160,13 @@ impl From<&PolicyProfile> for pb::PolicyProfile {
                 required: p.sandbox.required,
                 egress: p.sandbox.egress.clone(),
             }),
+            network: match &p.network {
+                Network::Unstated => None,
+                Network::Nothing => Some(pb::NetworkPolicy::default()),
+                Network::Endpoints(endpoints) => Some(pb::NetworkPolicy {
+                    endpoints: endpoints.clone(),
+                }),
+            },
         }
     }
 }
@@ -211,6 +218,11 @@ impl TryFrom<pb::PolicyProfile> for PolicyProfile {
                     egress: s.egress,
                 })
                 .unwrap_or_default(),
+            network: match p.network {
+                None => Network::Unstated,
+                Some(n) if n.endpoints.is_empty() => Network::Nothing,
+                Some(n) => Network::Endpoints(n.endpoints),
+            },
             // The API carries no tests: they are for the profile's author, checked when
             // its file loads.
             tests: Vec::new(),

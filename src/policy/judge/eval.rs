@@ -89,6 +89,14 @@ impl CompiledProfile {
         if let Some(verdict) = self.secret_in_call(call, &facts) {
             return verdict;
         }
+        // So do the protected places, which no rule may open for writing.
+        if let Some(verdict) = self.protected_in_call(call) {
+            return verdict;
+        }
+        // And the network the profile states, which no rule may widen.
+        if let Some(verdict) = self.network_in_call(call) {
+            return verdict;
+        }
         // A shell line is split once, whichever paths it is judged with.
         let parts = (same_tool(call.tool, SHELL_TOOL) && !call.command.trim().is_empty())
             .then(|| memo::parts(call.command));
@@ -96,7 +104,11 @@ impl CompiledProfile {
             .as_deref()
             .map(|parts| Line::new(parts, call.workspace_root));
         let line = line.as_ref();
-        if let Some(verdict) = line.and_then(|line| self.secret_in_line(line)) {
+        let refused = |line| {
+            self.secret_in_line(line)
+                .or_else(|| self.network_in_line(line))
+        };
+        if let Some(verdict) = line.and_then(refused) {
             return verdict;
         }
         // A call that names its files only in `paths` is judged by them alone: an empty

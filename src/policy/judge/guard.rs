@@ -5,7 +5,9 @@
 
 use super::eval::{same_tool, ToolCall, Verdict};
 use super::local::{LocalWorkspace, Resolution};
+use super::network::Finding;
 use super::path::{locate, WorkspacePath};
+use super::protected::protected_write;
 use super::shell::Part;
 use crate::policy::profile::compile::{CallFacts, CompiledProfile};
 
@@ -13,6 +15,8 @@ use crate::policy::profile::compile::{CallFacts, CompiledProfile};
 const SEARCHES: [&str; 3] = ["Grep", "Glob", "LS"];
 /// Tools that read the file they name.
 const READS: [&str; 2] = ["Read", "NotebookRead"];
+/// The tool that fetches a URL from the agent's machine.
+const FETCH_TOOL: &str = "WebFetch";
 /// Tools that write the files they name.
 const WRITES: [&str; 5] = ["Edit", "Write", "MultiEdit", "NotebookEdit", "apply_patch"];
 
@@ -72,6 +76,46 @@ impl CompiledProfile {
             Some(format!("{hit} (its {key} {glob:?})"))
         })?;
         Some(Verdict::deny(format!("{verb} a secret: {hit}")))
+    }
+
+    /// A deny when a write tool's file is a protected place (`protected`), as named or
+    /// where a symlink on this machine takes it. `None` for other tools and files.
+    pub(super) fn protected_in_call(&self, call: &ToolCall<'_>) -> Option<Verdict> {
+        if !WRITES.iter().any(|n| same_tool(call.tool, n)) {
+            return None;
+        }
+        let root = call.workspace_root;
+        let files: Vec<&str> = [call.path, call.resolved_path]
+            .into_iter()
+            .chain(call.paths.iter().map(String::as_str))
+            .filter(|file| !file.is_empty())
+            .collect();
+        let named = files.iter().find_map(|file| protected_write(file, root));
+        let linked = || {
+            let local = LocalWorkspace::find(root)?;
+            files.iter().find_map(|file| {
+                let (Resolution::Elsewhere(real) | Resolution::Dangling(real)) =
+                    local.resolve_inside(file, root)?
+                else {
+                    return None;
+                };
+                protected_write(&real, root).map(|why| format!("{why} (through a symlink)"))
+            })
+        };
+        named.or_else(linked).map(Verdict::deny)
+    }
+}
+
+impl CompiledProfile {
+    /// A deny when the call is a WebFetch and the profile's `network` does not admit its
+    /// URL (a URL whose destination cannot be read is not admitted either).
+    pub(super) fn network_in_call(&self, call: &ToolCall<'_>) -> Option<Verdict> {
+        let scope = self.network.as_ref()?;
+        if !same_tool(call.tool, FETCH_TOOL) {
+            return None;
+        }
+        let (Finding::Refused(why) | Finding::Unsure(why)) = scope.judge_url(call.url)?;
+        Some(Verdict::deny(format!("{FETCH_TOOL} {why}")))
     }
 }
 

@@ -5,8 +5,11 @@
 use super::eval::{Verdict, SHELL_TOOL, WRITE_TOOL};
 use super::guard::Line;
 use super::local::Resolution;
+use super::network::Finding;
 use super::path::{locate, WorkspacePath};
+use super::protected::protected_write;
 use super::shell::{Part, Restriction};
+use super::words::Word;
 use crate::domain::Decision;
 use crate::policy::profile::compile::{
     CallFacts, CommandArg, CompiledProfile, PathArg, Subject, Tri,
@@ -25,6 +28,8 @@ pub(super) enum Caveat {
     Unresolved,
     /// A write that a symlink on this machine takes out of the workspace, to this path.
     Symlinked(String),
+    /// What the profile's `network` cannot vouch for, in words.
+    Network(String),
 }
 
 impl std::fmt::Display for Caveat {
@@ -47,6 +52,7 @@ impl std::fmt::Display for Caveat {
             Caveat::Unresolved => {
                 f.write_str("its path goes through a symlink on this machine that does not resolve")
             }
+            Caveat::Network(why) => f.write_str(why),
             Caveat::Symlinked(path) => write!(
                 f,
                 "a symlink on this machine makes it write {path}, outside the workspace"
@@ -88,7 +94,9 @@ impl CompiledProfile {
                     path,
                     facts,
                 };
-                self.judge(&subject, restriction.map(Caveat::Restricted).or(outside))
+                let caveat = restriction.map(Caveat::Restricted);
+                let caveat = caveat.or_else(|| self.network_caveat(words)).or(outside);
+                self.judge(&subject, caveat)
             }
             Part::Indeterminate { why, .. } => {
                 let subject = Subject {
@@ -106,8 +114,8 @@ impl CompiledProfile {
         })
     }
 
-    /// The first part of a line that reads or writes a secret, as a deny: checked before
-    /// any rule, as for the call's own files (`guard`).
+    /// The first part of a line that reads or writes a secret or writes a protected place,
+    /// as a deny: checked before any rule, as for the call's own files (`guard`).
     pub(super) fn secret_in_line(&self, line: &Line<'_>) -> Option<Verdict> {
         line.parts.iter().find_map(|part| {
             let why = match part {
@@ -127,6 +135,35 @@ impl CompiledProfile {
         })
     }
 
+    /// The first command of a line that the profile's `network` refuses, as a deny:
+    /// checked before any rule, so that no allow rule reaches past it.
+    pub(super) fn network_in_line(&self, line: &Line<'_>) -> Option<Verdict> {
+        let scope = self.network.as_ref()?;
+        line.parts.iter().find_map(|part| {
+            let Part::Command { words, .. } = part else {
+                return None;
+            };
+            let Some(Finding::Refused(why)) = scope.judge(words) else {
+                return None;
+            };
+            Some(Verdict {
+                decision: Decision::Deny,
+                reason: format!("{} {why}", what(part)),
+                rule_index: None,
+                part: Some(part.text().to_string()),
+            })
+        })
+    }
+
+    /// Why `words` may not be allowed under the profile's `network`: its destination or
+    /// its program is not known.
+    fn network_caveat(&self, words: &[Word]) -> Option<Caveat> {
+        match self.network.as_ref()?.judge(words)? {
+            Finding::Unsure(why) => Some(Caveat::Network(why)),
+            Finding::Refused(_) => None,
+        }
+    }
+
     /// Why reading one of `paths` is reading a secret: as written, or where a symlink on
     /// this machine takes it.
     fn secret_read(&self, paths: &[String], line: &Line<'_>) -> Option<String> {
@@ -141,7 +178,8 @@ impl CompiledProfile {
         Some(format!("reads a secret through a symlink: {hit}"))
     }
 
-    /// Why writing `target` is writing a secret, as for `secret_read`.
+    /// Why writing `target` is refused before any rule: it is a secret, as for
+    /// `secret_read`, or a protected place.
     fn secret_written(&self, target: &str, line: &Line<'_>) -> Option<String> {
         let find = |path: &str| {
             self.secrets
@@ -151,8 +189,14 @@ impl CompiledProfile {
         if let Some(hit) = find(target) {
             return Some(format!("writes a secret: {hit}"));
         }
-        let hit = line.landing(target).and_then(|real| find(&real))?;
-        Some(format!("writes a secret through a symlink: {hit}"))
+        let landing = line.landing(target);
+        if let Some(hit) = landing.as_deref().and_then(find) {
+            return Some(format!("writes a secret through a symlink: {hit}"));
+        }
+        protected_write(target, line.root).or_else(|| {
+            let why = protected_write(landing.as_deref()?, line.root)?;
+            Some(format!("{why} (through a symlink)"))
+        })
     }
 
     /// A write, judged as the Write tool of its target: by the rules with the target as

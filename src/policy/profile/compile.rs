@@ -8,6 +8,7 @@ use super::globs::{build_path_glob, command_glob, domain_glob, tool_glob};
 use super::schema::{PermissionRule, PolicyProfile};
 use super::version::{canonical_form, content_hash};
 use crate::domain::Decision;
+use crate::policy::judge::network::Scope;
 use crate::policy::judge::path::WorkspacePath;
 use crate::policy::judge::secrets::Secrets;
 use crate::policy::judge::words::Word;
@@ -186,6 +187,8 @@ pub struct CompiledProfile {
     pub(crate) rules: Vec<CompiledRule>,
     /// The profile's secrets and those of every profile, checked before the rules.
     pub(crate) secrets: Secrets,
+    /// The profile's `network`, when it states one: checked before the rules.
+    pub(crate) network: Option<Scope>,
     /// The profile in its canonical form (see `version`), kept for storing the version.
     canonical: String,
     /// The SHA-256 of `canonical`: the version's name.
@@ -211,12 +214,14 @@ impl CompiledProfile {
             .map(|(i, rule)| compile_rule(i, rule))
             .collect::<Result<_, _>>()?;
         let secrets = Secrets::compile(&profile.secrets)?;
+        let network = Scope::of(&profile.network);
         let canonical = canonical_form(&profile);
         let hash = content_hash(&canonical);
         Ok(Self {
             profile,
             rules,
             secrets,
+            network,
             canonical,
             hash,
         })

@@ -1,5 +1,7 @@
 //! What a profile says about containment: the secret paths no tool may touch (the judge
-//! refuses them, the sandbox hides them) and how the agent's kernel sandbox is made.
+//! refuses them, the sandbox hides them), what the agent may reach on the network (the
+//! judge refuses commands that connect elsewhere, the egress proxy admits nothing else)
+//! and how the agent's kernel sandbox is made.
 
 use serde::{Deserialize, Serialize};
 
@@ -28,6 +30,63 @@ impl SandboxSettings {
     /// the versions of profiles written before it).
     pub fn is_default(&self) -> bool {
         *self == SandboxSettings::default()
+    }
+}
+
+/// A profile's `network`: what commands and the agent may connect to. One statement for
+/// the judge and the sandbox, so that what the one refuses the other cannot reach.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "NetworkForm", into = "NetworkForm")]
+pub enum Network {
+    /// The profile does not say (profiles written before `network`): its rules alone judge
+    /// commands that connect, and the egress proxy admits `[sandbox].egress` and the hosts
+    /// of WebFetch allow rules.
+    #[default]
+    Unstated,
+    /// `network = "none"`: nothing but the agent's model endpoint.
+    Nothing,
+    /// `network = ["host:port", …]`: these endpoints and the model's.
+    Endpoints(Vec<String>),
+}
+
+impl Network {
+    /// Whether the profile says nothing (and so `network` is left out of its canonical
+    /// form, keeping the versions of profiles written before it).
+    pub fn is_unstated(&self) -> bool {
+        *self == Network::Unstated
+    }
+}
+
+/// How `network` is written: the word `"none"` or a list of endpoints.
+#[derive(Serialize, Deserialize)]
+#[serde(untagged)]
+enum NetworkForm {
+    Word(String),
+    List(Vec<String>),
+}
+
+impl TryFrom<NetworkForm> for Network {
+    type Error = String;
+
+    fn try_from(form: NetworkForm) -> Result<Network, String> {
+        match form {
+            NetworkForm::Word(word) if word == "none" => Ok(Network::Nothing),
+            NetworkForm::Word(word) => Err(format!(
+                "expected \"none\" or a list of \"host:port\" endpoints, not {word:?}"
+            )),
+            // An empty list admits nothing: the same profile as "none", spelt once.
+            NetworkForm::List(list) if list.is_empty() => Ok(Network::Nothing),
+            NetworkForm::List(list) => Ok(Network::Endpoints(list)),
+        }
+    }
+}
+
+impl From<Network> for NetworkForm {
+    fn from(network: Network) -> NetworkForm {
+        match network {
+            Network::Unstated | Network::Nothing => NetworkForm::Word("none".into()),
+            Network::Endpoints(list) => NetworkForm::List(list),
+        }
     }
 }
 
@@ -62,14 +121,29 @@ impl EgressEndpoint {
     }
 }
 
+impl EgressEndpoint {
+    /// Whether a connection to `host:port` is this endpoint (hosts compared ignoring case,
+    /// `*` crossing dots).
+    pub fn admits(&self, host: &str, port: u16) -> bool {
+        port == self.port
+            && domain_glob(&self.host).is_ok_and(|glob| glob.compile_matcher().is_match(host))
+    }
+}
+
 /// The ports a WebFetch allow rule's domains are admitted on: what a URL without a port
 /// means.
 const WEB_PORTS: [u16; 2] = [443, 80];
 
-/// The endpoints the egress proxy admits for `profile` (besides the agent's model):
-/// `[sandbox].egress`, and the hosts of its WebFetch allow rules on ports 443 and 80, so
+/// The endpoints the egress proxy admits for `profile` (besides the agent's model): those
+/// of its `network` when it states one (the judge holds WebFetch to them too); otherwise
+/// `[sandbox].egress` and the hosts of its WebFetch allow rules on ports 443 and 80, so
 /// that what the judge lets WebFetch reach the sandbox lets the agent reach.
 pub fn egress_of(profile: &PolicyProfile) -> Vec<String> {
+    match &profile.network {
+        Network::Nothing => return Vec::new(),
+        Network::Endpoints(endpoints) => return endpoints.clone(),
+        Network::Unstated => {}
+    }
     let mut egress = profile.sandbox.egress.clone();
     let web_hosts = profile
         .rules
@@ -82,9 +156,10 @@ pub fn egress_of(profile: &PolicyProfile) -> Vec<String> {
     egress
 }
 
-/// Checks `secrets` and `[sandbox]`, naming the first bad field.
+/// Checks `secrets`, `network` and `[sandbox]`, naming the first bad field.
 pub fn validate_containment(
     secrets: &[String],
+    network: &Network,
     sandbox: &SandboxSettings,
 ) -> Result<(), PolicyError> {
     for (i, pattern) in secrets.iter().enumerate() {
@@ -95,6 +170,19 @@ pub fn validate_containment(
         let glob = pattern.strip_prefix("~/").unwrap_or(pattern);
         path_glob(glob)
             .map_err(|e| PolicyError::new(field, format!("invalid glob {pattern:?}: {e}")))?;
+    }
+    if let Network::Endpoints(endpoints) = network {
+        for (i, endpoint) in endpoints.iter().enumerate() {
+            EgressEndpoint::parse(endpoint)
+                .map_err(|why| PolicyError::new(format!("network[{i}]"), why))?;
+        }
+    }
+    if !network.is_unstated() && !sandbox.egress.is_empty() {
+        return Err(PolicyError::new(
+            "sandbox.egress",
+            "the profile states network: list its endpoints there, once for the judge and \
+             the sandbox",
+        ));
     }
     for (i, endpoint) in sandbox.egress.iter().enumerate() {
         EgressEndpoint::parse(endpoint)
@@ -130,13 +218,21 @@ mod tests {
     #[test]
     fn a_bad_secret_or_endpoint_is_named() {
         let none = SandboxSettings::default();
-        let err = validate_containment(&["".into()], &none).unwrap_err();
+        let unstated = Network::Unstated;
+        let err = validate_containment(&["".into()], &unstated, &none).unwrap_err();
         assert_eq!(err.to_string(), "secrets[0]: must not be empty");
         let sandbox = SandboxSettings {
             egress: vec!["ok:1".into(), "x".into()],
             ..SandboxSettings::default()
         };
-        let err = validate_containment(&[], &sandbox).unwrap_err();
+        let err = validate_containment(&[], &unstated, &sandbox).unwrap_err();
         assert!(err.to_string().starts_with("sandbox.egress[1]:"), "{err}");
+        let network = Network::Endpoints(vec!["crates.io:443".into(), "crates.io".into()]);
+        let err = validate_containment(&[], &network, &none).unwrap_err();
+        assert!(err.to_string().starts_with("network[1]:"), "{err}");
+        let err = validate_containment(&[], &Network::Nothing, &sandbox).unwrap_err();
+        assert!(err
+            .to_string()
+            .starts_with("sandbox.egress: the profile states network"));
     }
 }

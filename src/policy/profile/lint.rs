@@ -1,6 +1,6 @@
 //! Warnings about a profile that loads but does not do what it seems to: a rule that can
-//! never decide, a glob that can never match, an allow rule naming secrets it can never
-//! open, a tool name written in another case.
+//! never decide, a glob that can never match, an allow rule naming secrets or commands
+//! that connect which it can never open, a tool name written in another case.
 //!
 //! Only what can be proven from the evaluation rules is reported (docs/POLICY.md, "Lint"):
 //! a warning the author cannot act on teaches them to ignore the lint.
@@ -10,7 +10,9 @@ use serde::Serialize;
 use super::globs::{build_path_glob, tool_glob};
 use super::schema::{PermissionRule, PolicyProfile};
 use crate::domain::Decision;
+use crate::policy::judge::network::{Finding, Scope};
 use crate::policy::judge::secrets::Secrets;
+use crate::policy::judge::words::Word;
 
 /// The tool names agents send: Claude Code's, and Codex's `apply_patch` (Codex reports
 /// its shell as `Bash`). MCP tools (`mcp__server__tool`) are named by their servers.
@@ -49,6 +51,9 @@ pub enum LintKind {
     ToolCase,
     /// A path glob of an allow rule names secrets, which are denied before any rule.
     ReachesSecret,
+    /// A command entry of an allow rule connects where the profile's network does not
+    /// let it, which is judged before any rule.
+    ReachesNetwork,
 }
 
 /// One warning, tied to the rule it is about.
@@ -69,6 +74,7 @@ pub fn lint(profile: &PolicyProfile) -> Vec<LintWarning> {
     let mut warnings = Vec::new();
     // A list that does not compile is refused at load, with its own error.
     let secrets = Secrets::compile(&profile.secrets).ok();
+    let network = Scope::of(&profile.network);
     for (j, rule) in profile.rules.iter().enumerate() {
         tool_case(j, rule, &mut warnings);
         if let Some(i) = (0..j).find(|&i| shadows(&profile.rules[i], rule)) {
@@ -85,6 +91,9 @@ pub fn lint(profile: &PolicyProfile) -> Vec<LintWarning> {
         never_matching_globs(j, rule, &mut warnings);
         if let Some(secrets) = &secrets {
             allowed_secrets(j, rule, secrets, &mut warnings);
+        }
+        if let Some(network) = &network {
+            allowed_connections(j, rule, network, &mut warnings);
         }
     }
     warnings
@@ -118,6 +127,34 @@ fn allowed_secrets(
             message: format!(
                 "{pattern:?} names secrets: {hit}; a secret is denied before any rule, so \
                  this rule never allows it"
+            ),
+        });
+    }
+}
+
+/// An allow rule's command entry that the profile's network refuses (`curl` under
+/// `network = "none"`): the network is judged before any rule, so the entry opens nothing.
+fn allowed_connections(
+    j: usize,
+    rule: &PermissionRule,
+    network: &Scope,
+    warnings: &mut Vec<LintWarning>,
+) {
+    if rule.decision != Decision::Allow || !rule.specifier.tool.eq_ignore_ascii_case("Bash") {
+        return;
+    }
+    for (k, entry) in rule.command_allow.iter().enumerate() {
+        let words: Vec<Word> = entry.split_whitespace().map(Word::literal).collect();
+        let Some(Finding::Refused(why)) = network.judge(&words) else {
+            continue;
+        };
+        warnings.push(LintWarning {
+            rule: j,
+            field: format!("rules[{j}].command_allow[{k}]"),
+            kind: LintKind::ReachesNetwork,
+            message: format!(
+                "{entry:?} {why}; the network is judged before any rule, so this rule never \
+                 allows it"
             ),
         });
     }

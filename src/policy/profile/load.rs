@@ -233,6 +233,7 @@ const PROFILE_FIELDS: &[&str] = &[
     "quality_gate",
     "termination",
     "secrets",
+    "network",
     "sandbox",
     "tests",
 ];
@@ -296,6 +297,7 @@ fn profile_from_value(value: Value, default_name: &str) -> Result<PolicyProfile,
         quality_gate: section(&mut map, "quality_gate")?,
         termination: section(&mut map, "termination")?,
         secrets: take(&mut map, "", "secrets")?.unwrap_or_default(),
+        network: take(&mut map, "", "network")?.unwrap_or_default(),
         sandbox: section(&mut map, "sandbox")?,
         tests,
     })

@@ -3,6 +3,7 @@
 use std::fmt::Write as _;
 
 use super::case::PolicyTest;
+use super::containment::Network;
 use super::schema::{PermissionRule, PolicyProfile};
 
 /// The profile as TOML in the policy-file format, rules in order.
@@ -14,6 +15,13 @@ pub fn profile_to_toml(p: &PolicyProfile) -> String {
     // Left out when empty, so the versions of profiles written before these keys stay.
     if !p.secrets.is_empty() {
         let _ = writeln!(out, "secrets = {}", string_list(&p.secrets));
+    }
+    match &p.network {
+        Network::Unstated => {}
+        Network::Nothing => out.push_str("network = \"none\"\n"),
+        Network::Endpoints(list) => {
+            let _ = writeln!(out, "network = {}", string_list(list));
+        }
     }
     for rule in &p.rules {
         out.push('\n');

@@ -6,7 +6,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use super::case::{validate_tests, PolicyTest};
-use super::containment::{validate_containment, SandboxSettings};
+use super::containment::{validate_containment, Network, SandboxSettings};
 use super::error::PolicyError;
 use super::globs::{command_glob, domain_glob, path_glob};
 use crate::domain::Decision;
@@ -222,6 +222,10 @@ pub struct PolicyProfile {
     /// `~/`-relative to the home directory, absolute, or relative to the workspace.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub secrets: Vec<String>,
+    /// What commands and the agent may connect to: `"none"` or a list of `host:port`
+    /// endpoints; the judge and the sandbox's egress proxy both hold to it.
+    #[serde(default, skip_serializing_if = "Network::is_unstated")]
+    pub network: Network,
     /// How the agent's kernel sandbox is made for runs of this profile.
     #[serde(default, skip_serializing_if = "SandboxSettings::is_default")]
     pub sandbox: SandboxSettings,
@@ -238,7 +242,7 @@ impl PolicyProfile {
             validate_rule(i, rule)?;
         }
         validate_termination(&self.termination)?;
-        validate_containment(&self.secrets, &self.sandbox)?;
+        validate_containment(&self.secrets, &self.network, &self.sandbox)?;
         validate_tests(&self.tests, self.rules.len())
     }
 }

@@ -1,9 +1,12 @@
-//! Claude Code's `permissions` settings (`allow`, `ask`, `deny`, `defaultMode`) as a
-//! runplane profile. docs/POLICY.md "Importing Claude Code rules" has the mapping.
+//! Claude Code's `permissions` settings (`allow`, `ask`, `deny`, `defaultMode`) and its
+//! `sandbox` settings (`claude_sandbox`) as a runplane profile: `Read(…)` deny rules are
+//! also the profile's `secrets`. docs/POLICY.md "Importing Claude Code rules" has the
+//! mapping.
 
 use serde_json::{Map, Value};
 
 use super::claude_rule::{self, ClaudeRule, READ_TOOLS};
+use super::claude_sandbox::import_sandbox;
 use super::{verify, ImportError, ImportNote, Imported, Probe, ProfileTest, TEST_WORKSPACE};
 use crate::domain::Decision;
 use crate::policy::profile::compile::CompiledProfile;
@@ -66,8 +69,10 @@ pub fn import_claude_code(
         }
     }
     let mapping = mode(permissions.get("defaultMode"), &mut notes)?;
+    let sandbox = import_sandbox(settings, &mut notes)?;
+    let mut secrets = sandbox.secrets;
 
-    let mut rules: Vec<PermissionRule> = Vec::new();
+    let mut rules: Vec<PermissionRule> = sandbox.write_deny.into_iter().collect();
     let mut probes: Vec<(String, Probe)> = Vec::new();
     // The rules as Claude Code reads them, with the decision each gives here: what the
     // generated tests expect.
@@ -97,6 +102,9 @@ pub fn import_claude_code(
                     "dropped: in plan mode Claude Code neither edits nor runs commands",
                 ));
                 continue;
+            }
+            if list == Decision::Deny {
+                secrets.extend(parsed.secret_globs().into_iter().flatten());
             }
             match parsed.translate(decision, options.home) {
                 Ok(translated) => {
@@ -148,6 +156,8 @@ pub fn import_claude_code(
         description: options.description.to_string(),
         mode: mapping.mode,
         rules,
+        secrets: dedup(secrets),
+        network: sandbox.network,
         ..PolicyProfile::default()
     };
     let compiled = CompiledProfile::compile(profile.clone())?;
@@ -288,6 +298,15 @@ fn strings(
         }
     }
     Ok(out)
+}
+
+/// `items` in their first order, each once.
+fn dedup(items: Vec<String>) -> Vec<String> {
+    let mut seen = std::collections::HashSet::new();
+    items
+        .into_iter()
+        .filter(|item| seen.insert(item.clone()))
+        .collect()
 }
 
 fn describe(rule: &PermissionRule) -> String {

@@ -387,6 +387,24 @@ fn claude_glob(p: &PathSpec) -> String {
     }
 }
 
+impl ClaudeRule {
+    /// For a `Read(path)` deny rule: the path as `secrets` globs, so that no tool reads or
+    /// writes it and the sandbox hides it (a file Claude Code may not read is a secret).
+    /// Read the wider way, like every deny: `.env` at any depth.
+    pub(super) fn secret_globs(&self) -> Option<Vec<String>> {
+        let Ok(Spec::Path(p)) = &self.spec else {
+            return None;
+        };
+        if self.tool != "Read" {
+            return None;
+        }
+        Some(match p.anchor {
+            Anchor::Project | Anchor::Cwd if p.any_depth => vec![format!("**/{}", p.glob)],
+            _ => vec![claude_glob(p)],
+        })
+    }
+}
+
 /// The `path_allow` globs of a rule, and what was approximated.
 fn path_globs(
     p: &PathSpec,

@@ -7,6 +7,7 @@
 
 mod claude;
 mod claude_rule;
+mod claude_sandbox;
 
 use std::fmt::{self, Write as _};
 
