@@ -24,6 +24,8 @@ fn plan_of(profile: &PolicyProfile) -> Plan {
         run_tmp: PathBuf::from("/tmp/run"),
         private: PathBuf::from("/tmp/private"),
         secrets: profile.secrets.clone(),
+        protected: profile.protected.clone(),
+        writable: profile.writable.clone(),
         egress: egress_of(profile),
         ..PlanInput::default()
     })
@@ -36,6 +38,7 @@ fn explained(profile: &PolicyProfile, plan: &Plan) -> Explanation {
 
 fn with_endpoints() -> PolicyProfile {
     let text = "name = \"crates\"\nsecrets = [\"keys/**\"]\n\
+                protected = [\"Makefile\", \"scripts/ci\"]\nwritable = [\"~/.cache/pip\"]\n\
                 network = [\"*.crates.io:443\", \"github.com:443\"]\n";
     parse_profile(text, ProfileFormat::Toml, "crates").expect("profile")
 }
@@ -54,7 +57,7 @@ fn every_preset_and_a_profile_with_endpoints_agree_on_every_probe() {
                 .count()
         };
         assert_eq!(count("secrets"), profile.secrets.len(), "{}", profile.name);
-        assert_eq!(count("protected"), 4);
+        assert_eq!(count("protected"), 4 + profile.protected.len());
         assert_eq!(count("writes"), 2);
         // Every listed endpoint and one unlisted.
         assert_eq!(
@@ -97,6 +100,19 @@ fn the_probes_say_what_each_side_did() {
         (admitted.judge.as_str(), admitted.sandbox.as_str()),
         ("left to the rules", "admitted")
     );
+    let makefile = explanation
+        .probes
+        .iter()
+        .find(|p| p.call == "Write Makefile")
+        .expect("the protected path's probe");
+    assert_eq!(
+        (makefile.judge.as_str(), makefile.sandbox.as_str()),
+        ("deny", "readonly")
+    );
+    assert_eq!(
+        plan_of(&crates).access("~/.cache/pip/x", Path::new(HOME)),
+        Ok(runplane::sandbox::plan::Access::Writable)
+    );
 }
 
 #[test]
@@ -112,6 +128,15 @@ fn a_plan_made_from_something_else_disagrees() {
     assert_eq!(calls, ["Read ~/.ssh/x"]);
 
     let crates = with_endpoints();
+    let mut unprotected = crates.clone();
+    unprotected.protected.clear();
+    let explanation = explained(&crates, &plan_of(&unprotected));
+    let calls: Vec<&str> = explanation
+        .disagreements()
+        .map(|p| p.call.as_str())
+        .collect();
+    assert_eq!(calls, ["Write Makefile", "Write scripts/ci"]);
+
     let mut wider = crates.clone();
     wider.network = runplane::policy::Network::Endpoints(vec!["*:443".into()]);
     let explanation = explained(&crates, &plan_of(&wider));

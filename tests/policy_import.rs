@@ -571,7 +571,7 @@ fn sandbox_settings_and_read_denies_become_network_and_secrets() {
             "sandbox": {
                 "enabled": true,
                 "network": {"allowedDomains": ["github.com", "bad domain"], "allowLocalBinding": true},
-                "filesystem": {"denyRead": ["~/.aws/**", "./keys/**"], "denyWrite": ["config/**"], "allowWrite": ["/opt/x"]},
+                "filesystem": {"denyRead": ["~/.aws/**", "./keys/**"], "denyWrite": ["config/**", "Makefile"], "allowWrite": ["/opt/x", "build/*"]},
                 "autoAllowBashIfSandboxed": true,
             },
         }),
@@ -579,7 +579,7 @@ fn sandbox_settings_and_read_denies_become_network_and_secrets() {
     for expected in [
         "\"bad domain\" skipped",
         "sandbox.network.allowLocalBinding is not imported",
-        "sandbox.filesystem.allowWrite is not imported",
+        "sandbox.filesystem.allowWrite: \"build/*\" is not imported",
         "sandbox.autoAllowBashIfSandboxed is not imported",
     ] {
         assert!(report.contains(expected), "{expected}: {report}");
@@ -593,6 +593,8 @@ fn sandbox_settings_and_read_denies_become_network_and_secrets() {
         toml.contains("secrets = [\"~/.aws/**\", \"keys/**\", \"**/.env\"]"),
         "{toml}"
     );
+    assert!(toml.contains("protected = [\"Makefile\"]"), "{toml}");
+    assert!(toml.contains("writable = [\"/opt/x\"]"), "{toml}");
     assert_calls(
         d,
         "boxed",
@@ -611,6 +613,8 @@ fn sandbox_settings_and_read_denies_become_network_and_secrets() {
             ("Edit", "--path", ".env", "deny"),
             ("Bash", "--command", "cat config/.env", "deny"),
             ("Edit", "--path", "config/app.toml", "deny"),
+            ("Bash", "--command", "echo x > Makefile", "deny"),
+            ("Edit", "--path", "/opt/x/cache", "allow"),
             ("Edit", "--path", "src/main.rs", "allow"),
         ],
     );

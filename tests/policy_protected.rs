@@ -254,3 +254,73 @@ rules = [{ specifier = { tool = "Write" }, decision = "allow", path_allow = [".g
     };
     assert_eq!(compiled.apply_grants(&call, &v, &[grant]), None);
 }
+
+/// A profile that allows every write by rule, with places of its own: `protected` paths
+/// inside the workspace stay read-only like the built-in ones, and `writable` places
+/// outside it are judged by the rules instead of as outside.
+fn with_places() -> CompiledProfile {
+    let text = "name = \"places\"\nmode = \"acceptEdits\"\n\
+                protected = [\"Makefile\", \"scripts/ci\"]\n\
+                writable = [\"/var/cache/build\", \"~/.cache/pip\"]\n\
+                [[rules]]\nspecifier = { tool = \"Write\" }\ndecision = \"allow\"\n\
+                [[rules]]\nspecifier = { tool = \"Bash\" }\ndecision = \"allow\"\n";
+    let profile = parse_profile(text, ProfileFormat::Toml, "places").expect("profile");
+    CompiledProfile::compile(profile).expect("compiles")
+}
+
+#[test]
+fn a_profiles_own_places_are_protected_or_writable_as_it_says() {
+    let profile = with_places();
+    let decide = |tool: &str, path: &str, command: &str| {
+        let v = profile.evaluate(&ToolCall {
+            tool,
+            path,
+            command,
+            workspace_root: Some(ROOT),
+            ..ToolCall::default()
+        });
+        (v.decision, v.reason)
+    };
+    let own = |path: &str, place: &str| {
+        format!(
+            "writes a protected place: {path:?} is {place:?} or inside it, which the profile \
+             keeps read-only (protected)"
+        )
+    };
+    assert_eq!(
+        decide("Write", "Makefile", ""),
+        (Decision::Deny, own("Makefile", "Makefile"))
+    );
+    assert_eq!(
+        decide("Write", "scripts/ci/run.sh", ""),
+        (Decision::Deny, own("scripts/ci/run.sh", "scripts/ci"))
+    );
+    assert_eq!(
+        decide("Bash", "", "sed -i s/x/y/ Makefile"),
+        (
+            Decision::Deny,
+            format!(
+                "the write \"sed -i s/x/y/ Makefile\" (judged as Write) {}",
+                own("Makefile", "Makefile")
+            )
+        )
+    );
+    // The built-in places stay protected beside the profile's own.
+    assert_eq!(decide("Write", ".git/config", "").0, Decision::Deny);
+    // Look-alikes and the writable places are the rules' to judge; other places outside
+    // the workspace are never allowed.
+    for (tool, path, command, expect) in [
+        ("Write", "Makefile.bak", "", Decision::Allow),
+        ("Write", "scripts/cix", "", Decision::Allow),
+        ("Write", "/var/cache/build/obj.o", "", Decision::Allow),
+        ("Write", "~/.cache/pip/wheel", "", Decision::Allow),
+        ("Bash", "", "cat Makefile", Decision::Allow),
+        ("Bash", "", "echo x > /var/cache/build/log", Decision::Allow),
+        ("Write", "/var/cache/buildx", "", Decision::Ask),
+        ("Write", "/etc/passwd", "", Decision::Ask),
+        ("Bash", "", "echo x > ~/.cache/other", Decision::Ask),
+    ] {
+        let got = decide(tool, path, command).0;
+        assert_eq!(got, expect, "{tool} {path}{command}");
+    }
+}

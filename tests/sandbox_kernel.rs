@@ -58,12 +58,17 @@ impl Sandbox {
         std::fs::write(workspace.join("runplane-data/operator.token"), "tok\n").expect("token");
         std::fs::create_dir_all(home_dir.join(".ssh")).expect("ssh");
         std::fs::write(home_dir.join(".ssh/id_rsa"), "KEY\n").expect("key");
+        // A profile's own protected path and writable place.
+        std::fs::write(workspace.join("Makefile"), "test:\n").expect("Makefile");
+        std::fs::create_dir_all(home_dir.join(".cache/pip")).expect("cache");
         let input = PlanInput {
             workspace: workspace.clone(),
             home: home_dir.clone(),
             run_tmp: canon(&tmp),
             private: canon(&private),
             secrets: runplane::policy::presets()[1].secrets.clone(),
+            protected: vec!["Makefile".into()],
+            writable: vec!["~/.cache/pip".into()],
             egress: egress.iter().map(|e| e.to_string()).collect(),
             ..PlanInput::default()
         };
@@ -165,9 +170,19 @@ async fn writes_go_only_to_the_workspace_and_never_to_its_protected_places() {
             &format!("echo x > {}/.bashrc", sb.home.display()),
             "Read-only file system",
         ),
+        ("echo x >> Makefile", "Read-only file system"),
+        (
+            &format!("echo x > {}/.cache/other", sb.home.display()),
+            "Read-only file system",
+        ),
     ] {
         sb.refused(script, error);
     }
+    // The profile's writable place outside the workspace takes writes.
+    sb.allowed(&format!(
+        "echo x > {0}/.cache/pip/wheel && cat {0}/.cache/pip/wheel",
+        sb.home.display()
+    ));
     // The sandbox's /tmp is its own: a write there lands nowhere on the host.
     sb.allowed("echo x > /tmp/runplane-escape");
     assert!(!Path::new("/tmp/runplane-escape").exists());

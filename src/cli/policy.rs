@@ -152,29 +152,26 @@ fn execute(cmd: PolicyCommand, out: &mut dyn Write) -> anyhow::Result<ExitCode> 
             write!(out, "{}", visible_toml(&profile_to_toml(profile.profile())))?;
         }
         PolicyCommand::Check(args) => check(args, out)?,
-        PolicyCommand::Test(args) => {
-            let passed = super::policy_test::run(&args, out)?;
-            return Ok(if passed {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::FAILURE
-            });
-        }
+        PolicyCommand::Test(args) => return Ok(exit(super::policy_test::run(&args, out)?)),
         PolicyCommand::Import(source) => super::policy_import::execute(source, out)?,
         PolicyCommand::Sandbox(args) => super::policy_sandbox::run(&args, out)?,
         PolicyCommand::Explain(args) => {
-            let agree = super::policy_sandbox::explain(&args, out)?;
-            return Ok(if agree {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::FAILURE
-            });
+            return Ok(exit(super::policy_sandbox::explain(&args, out)?))
         }
         // Its errors are its own to report: they have exit codes of their own.
         PolicyCommand::Replay(args) => return Ok(super::policy_replay::run(*args, out)),
         PolicyCommand::Reload { client } => return Ok(super::policy_reload::run(&client, out)),
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// 0 when the command found nothing wrong, 1 when it did.
+fn exit(ok: bool) -> ExitCode {
+    if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
 }
 
 fn load(source: &PolicySource) -> anyhow::Result<ProfileRegistry> {

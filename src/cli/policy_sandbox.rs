@@ -113,6 +113,8 @@ pub(super) fn plan_for(
         run_tmp: PathBuf::from("<the run's TMPDIR>"),
         private: PathBuf::from("<the worker's private directory>"),
         secrets: profile.secrets.clone(),
+        protected: profile.protected.clone(),
+        writable: profile.writable.clone(),
         credentials: credentials.to_vec(),
         egress: egress_of(profile),
         ..PlanInput::default()

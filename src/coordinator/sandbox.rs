@@ -19,6 +19,8 @@ impl RunActor {
             profile: profile.name.clone(),
             profile_hash: self.profile.hash().to_string(),
             secrets: profile.secrets.clone(),
+            protected: profile.protected.clone(),
+            writable: profile.writable.clone(),
             required: profile.sandbox.required,
             egress,
         }

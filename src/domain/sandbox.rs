@@ -16,6 +16,10 @@ pub struct SandboxPolicy {
     pub profile_hash: String,
     /// Secret path globs the sandbox hides.
     pub secrets: Vec<String>,
+    /// Workspace-relative paths the sandbox keeps read-only, besides the built-in ones.
+    pub protected: Vec<String>,
+    /// Places outside the workspace (absolute or `~/`) the sandbox lets the agent write.
+    pub writable: Vec<String>,
     /// The profile forbids running the agent without the sandbox.
     pub required: bool,
     /// `host:port` endpoints the egress proxy admits besides the model's.

@@ -78,8 +78,8 @@ pub fn explain(profile: &CompiledProfile, plan: &Plan, home: &Path) -> Explanati
             |d, a| (d == Decision::Deny) == (a == Some(Access::Hidden)),
         ));
     }
-    for name in PROTECTED_NAMES {
-        let path = format!("{name}/x");
+    let protected = PROTECTED_NAMES.iter().map(|name| format!("{name}/x"));
+    for path in protected.chain(profile.profile().protected.iter().cloned()) {
         let (write, sandbox) = (judge("Write", &path), access(&path));
         probes.push(probe(
             "protected",
@@ -210,7 +210,12 @@ fn sides(profile: &CompiledProfile, plan: &Plan) -> Vec<Side> {
             intent: "protected",
             judge: format!(
                 "writes are denied before any rule: {}",
-                PROTECTED_NAMES.join(", ")
+                list(
+                    &mut PROTECTED_NAMES
+                        .iter()
+                        .map(|n| n.to_string())
+                        .chain(p.protected.iter().cloned())
+                )
             ),
             sandbox: format!(
                 "read-only: {}",
@@ -219,7 +224,14 @@ fn sides(profile: &CompiledProfile, plan: &Plan) -> Vec<Side> {
         },
         Side {
             intent: "writes",
-            judge: "a write outside the workspace is never allowed".into(),
+            judge: match p.writable.is_empty() {
+                true => "a write outside the workspace is never allowed".into(),
+                false => format!(
+                    "a write outside the workspace and {} is never allowed; there, the rules \
+                     judge it",
+                    p.writable.join(", ")
+                ),
+            },
             sandbox: format!(
                 "writable: {}; everything else read-only",
                 list(&mut plan.writable.iter().map(|p| p.display().to_string()))

@@ -47,6 +47,13 @@ pub struct PlanInput {
     pub programs: Vec<PathBuf>,
     /// The profile's secret globs (`~/`-relative, absolute or workspace-relative).
     pub secrets: Vec<String>,
+    /// The profile's own protected paths, relative to the workspace: read-only like the
+    /// protected names.
+    pub protected: Vec<String>,
+    /// The profile's writable places outside the workspace (absolute or `~/`): writable.
+    /// Anything else (a relative path, `/` or the home itself) is left out: the server
+    /// validated the profile, and a place the plan cannot vouch for is not opened.
+    pub writable: Vec<String>,
     /// runplane's credential files on this machine (token files, client keys, the data
     /// dir): hidden, whatever the profile says.
     pub credentials: Vec<PathBuf>,
@@ -107,9 +114,18 @@ pub enum PlaceError {
 pub fn compile(input: &PlanInput) -> Plan {
     let mut writable = vec![input.workspace.clone(), input.run_tmp.clone()];
     writable.extend(input.agent_state.iter().cloned());
+    writable.extend(
+        input
+            .writable
+            .iter()
+            .filter_map(|place| outside_place(place, &input.home)),
+    );
     let mut read_only: Vec<PathBuf> = PROTECTED_NAMES
         .iter()
-        .map(|name| input.workspace.join(name))
+        .copied()
+        .chain(input.protected.iter().map(String::as_str))
+        .filter(|name| !name.starts_with(['/', '~']) && !name.split('/').any(|s| s == ".."))
+        .map(|name| normalise(&input.workspace.join(name)))
         .collect();
     read_only.extend(input.git_dirs.iter().cloned());
     let mut hidden: Vec<Hidden> = input
@@ -150,6 +166,18 @@ pub fn compile(input: &PlanInput) -> Plan {
         workdir: input.workspace.clone(),
         egress,
     }
+}
+
+/// A writable place of the profile on this machine: `~/x` under the home, `/x` as is;
+/// `None` for anything else, and for `/` or the home itself.
+fn outside_place(place: &str, home: &Path) -> Option<PathBuf> {
+    let path = match place.strip_prefix("~/") {
+        Some(rest) => home.join(rest),
+        None if place.starts_with('/') => PathBuf::from(place),
+        None => return None,
+    };
+    let path = normalise(&path);
+    (path != Path::new("/") && path != normalise(home)).then_some(path)
 }
 
 /// A secret glob as a root and a glob under it.

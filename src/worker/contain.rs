@@ -89,6 +89,8 @@ impl Containment {
                 .chain(std::fs::canonicalize(facts.runplane))
                 .collect(),
             secrets: policy.secrets.clone(),
+            protected: policy.protected.clone(),
+            writable: policy.writable.clone(),
             credentials: facts.credentials,
             egress,
         };

@@ -22,6 +22,8 @@ pub fn sandbox_policy(policy: pb::SandboxPolicy) -> SandboxPolicy {
         profile: policy.profile,
         profile_hash: policy.profile_hash,
         secrets: policy.secrets,
+        protected: policy.protected,
+        writable: policy.writable,
         required: policy.required,
         egress: policy.egress,
     }

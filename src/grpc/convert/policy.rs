@@ -156,6 +156,8 @@ impl From<&PolicyProfile> for pb::PolicyProfile {
             // Only a compiled profile has a version (see below).
             hash: String::new(),
             secrets: p.secrets.clone(),
+            protected: p.protected.clone(),
+            writable: p.writable.clone(),
             sandbox: Some(pb::SandboxSettings {
                 required: p.sandbox.required,
                 egress: p.sandbox.egress.clone(),
@@ -211,6 +213,8 @@ impl TryFrom<pb::PolicyProfile> for PolicyProfile {
                 .transpose()?
                 .unwrap_or_default(),
             secrets: p.secrets,
+            protected: p.protected,
+            writable: p.writable,
             sandbox: p
                 .sandbox
                 .map(|s| SandboxSettings {

@@ -126,6 +126,8 @@ impl From<&SandboxPolicy> for pb::SandboxPolicy {
             profile: policy.profile.clone(),
             profile_hash: policy.profile_hash.clone(),
             secrets: policy.secrets.clone(),
+            protected: policy.protected.clone(),
+            writable: policy.writable.clone(),
             required: policy.required,
             egress: policy.egress.clone(),
         }

@@ -317,7 +317,8 @@ pub(crate) const LOCAL: &str = "
     strip nm objdump objcopy readelf size strings addr2line rustc rustfmt rustdoc
     cargo-clippy clippy-driver gofmt staticcheck golangci-lint tsc eslint prettier jest
     vitest mocha node pytest py.test black ruff flake8 pylint mypy isort pyright coverage
-    javac java shellcheck shfmt ruby perl php lua luajit sqlite3 cloc tokei ssh-keygen
+    javac java shellcheck shfmt ruby perl php lua luajit sqlite3 cloc tokei ssh-keygen ldd
+    locale lscpu getconf
 ";
 
 #[cfg(test)]

@@ -7,7 +7,7 @@ use serde::Serialize;
 use super::guard::Line;
 use super::judgement::{what, Caveat, Judgement};
 use super::memo;
-use super::path::{locate, WorkspacePath};
+use super::path::{locate, within, WorkspacePath};
 use super::shell::Part;
 use super::words::Word;
 use crate::domain::Decision;
@@ -186,7 +186,7 @@ impl CompiledProfile {
         let outside = || {
             located
                 .as_ref()
-                .filter(|p| p.is_outside())
+                .filter(|p| p.is_outside() && !within(p.as_str(), &self.profile.writable))
                 .map(|p| Caveat::Outside(p.as_str().to_string()))
         };
         let Some(line) = line else {

@@ -35,29 +35,11 @@ impl CompiledProfile {
             "touches"
         };
         let root = call.workspace_root;
-        let files: Vec<&str> = [call.path, call.resolved_path]
-            .into_iter()
-            .chain(call.paths.iter().map(String::as_str))
-            .filter(|file| !file.is_empty())
-            .collect();
-        let named = files
-            .iter()
-            .find_map(|file| self.secrets.find(file, root, searched))
-            .map(|hit| hit.to_string());
-        // A symlink to a secret is the secret, where this machine can tell.
-        let linked = || {
-            let local = LocalWorkspace::find(root)?;
-            files.iter().find_map(|file| {
-                let (Resolution::Elsewhere(real) | Resolution::Dangling(real)) =
-                    local.resolve_inside(file, root)?
-                else {
-                    return None;
-                };
-                let hit = self.secrets.find(&real, root, searched)?;
-                Some(format!("{hit} (through a symlink)"))
-            })
-        };
-        let named = named.or_else(linked);
+        let named = first_hit(&call_files(call), root, |file| {
+            self.secrets
+                .find(file, root, searched)
+                .map(|hit| hit.to_string())
+        });
         let hit = named.or_else(|| {
             let key = if same_tool(call.tool, "Glob") {
                 "pattern"
@@ -85,25 +67,42 @@ impl CompiledProfile {
             return None;
         }
         let root = call.workspace_root;
-        let files: Vec<&str> = [call.path, call.resolved_path]
-            .into_iter()
-            .chain(call.paths.iter().map(String::as_str))
-            .filter(|file| !file.is_empty())
-            .collect();
-        let named = files.iter().find_map(|file| protected_write(file, root));
-        let linked = || {
-            let local = LocalWorkspace::find(root)?;
-            files.iter().find_map(|file| {
-                let (Resolution::Elsewhere(real) | Resolution::Dangling(real)) =
-                    local.resolve_inside(file, root)?
-                else {
-                    return None;
-                };
-                protected_write(&real, root).map(|why| format!("{why} (through a symlink)"))
-            })
-        };
-        named.or_else(linked).map(Verdict::deny)
+        let extra = &self.profile.protected;
+        first_hit(&call_files(call), root, |file| {
+            protected_write(file, root, extra)
+        })
+        .map(Verdict::deny)
     }
+}
+
+/// The files a call names: its path, resolved path and further paths.
+fn call_files<'c>(call: &ToolCall<'c>) -> Vec<&'c str> {
+    [call.path, call.resolved_path]
+        .into_iter()
+        .chain(call.paths.iter().map(String::as_str))
+        .filter(|file| !file.is_empty())
+        .collect()
+}
+
+/// What `why` says of the first of `files` it refuses: as named, or else where a symlink
+/// inside a workspace on this machine takes it (a link to a secret is the secret), marked
+/// so.
+fn first_hit(
+    files: &[&str],
+    root: Option<&str>,
+    why: impl Fn(&str) -> Option<String>,
+) -> Option<String> {
+    files.iter().find_map(|file| why(file)).or_else(|| {
+        let local = LocalWorkspace::find(root)?;
+        files.iter().find_map(|file| {
+            let (Resolution::Elsewhere(real) | Resolution::Dangling(real)) =
+                local.resolve_inside(file, root)?
+            else {
+                return None;
+            };
+            why(&real).map(|hit| format!("{hit} (through a symlink)"))
+        })
+    })
 }
 
 impl CompiledProfile {

@@ -6,7 +6,7 @@ use super::eval::{Verdict, SHELL_TOOL, WRITE_TOOL};
 use super::guard::Line;
 use super::local::Resolution;
 use super::network::Finding;
-use super::path::{locate, WorkspacePath};
+use super::path::{locate, within, WorkspacePath};
 use super::protected::protected_write;
 use super::shell::{Part, Restriction};
 use super::words::Word;
@@ -193,8 +193,9 @@ impl CompiledProfile {
         if let Some(hit) = landing.as_deref().and_then(find) {
             return Some(format!("writes a secret through a symlink: {hit}"));
         }
-        protected_write(target, line.root).or_else(|| {
-            let why = protected_write(landing.as_deref()?, line.root)?;
+        let extra = &self.profile.protected;
+        protected_write(target, line.root, extra).or_else(|| {
+            let why = protected_write(landing.as_deref()?, line.root, extra)?;
             Some(format!("{why} (through a symlink)"))
         })
     }
@@ -223,6 +224,7 @@ impl CompiledProfile {
         };
         let located = locate(target, line.root);
         let caveat = match &located {
+            WorkspacePath::Outside(p) if within(p, &self.profile.writable) => None,
             WorkspacePath::Outside(p) => Some(Caveat::Outside(p.clone())),
             WorkspacePath::Inside(_) => line.link_above(part, &located).map(Caveat::ThroughLink),
         };

@@ -61,6 +61,17 @@ pub fn normalize_path(path: &str) -> String {
     }
 }
 
+/// Whether the normalised `path` is one of `places` (normalised absolute or `~/` paths:
+/// a profile's `writable`) or lies inside one.
+pub(crate) fn within(path: &str, places: &[String]) -> bool {
+    places.iter().any(|place| {
+        path == place
+            || path
+                .strip_prefix(place.as_str())
+                .is_some_and(|r| r.starts_with('/'))
+    })
+}
+
 /// Places `path` with respect to `workspace_root`.
 ///
 /// A relative path is taken relative to the root. Without a root, every absolute path

@@ -9,6 +9,7 @@ use super::error::PolicyError;
 use super::globs::{domain_glob, path_glob};
 use super::schema::PolicyProfile;
 use crate::domain::Decision;
+use crate::policy::judge::path::normalize_path;
 
 /// The `[sandbox]` table of a profile.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -191,6 +192,58 @@ pub fn validate_containment(
     Ok(())
 }
 
+/// Checks `protected` and `writable`: plain paths in their one normal spelling (the
+/// sandbox binds them, so no glob), protected ones inside the workspace, writable ones
+/// outside it and narrower than the whole filesystem or home directory.
+pub fn validate_places(protected: &[String], writable: &[String]) -> Result<(), PolicyError> {
+    for (i, path) in protected.iter().enumerate() {
+        let field = format!("protected[{i}]");
+        plain_path(path, &field)?;
+        if path.starts_with(['/', '~']) || path.split('/').any(|s| s == "..") || path == "." {
+            return Err(PolicyError::new(
+                field,
+                format!("{path:?} must be a path inside the workspace, relative to its root"),
+            ));
+        }
+    }
+    for (i, path) in writable.iter().enumerate() {
+        let field = format!("writable[{i}]");
+        plain_path(path, &field)?;
+        if !(path.starts_with('/') || path.starts_with("~/")) || path == "/" {
+            return Err(PolicyError::new(
+                field,
+                format!(
+                    "{path:?} must be a directory outside the workspace, absolute or ~/-relative, \
+                     and narrower than / or ~ (the workspace and the run's temp dir are \
+                     writable already)"
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A non-empty path without glob characters, written the way it normalises.
+fn plain_path(path: &str, field: &str) -> Result<(), PolicyError> {
+    if path.is_empty() {
+        return Err(PolicyError::new(field, "must not be empty"));
+    }
+    if path.contains(['*', '?', '[', ']', '{', '}', '\\']) {
+        return Err(PolicyError::new(
+            field,
+            format!("{path:?} must be a path, not a glob: the sandbox binds it as it is"),
+        ));
+    }
+    let normal = normalize_path(path);
+    if normal != path {
+        return Err(PolicyError::new(
+            field,
+            format!("write {path:?} as {normal:?}"),
+        ));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -212,6 +265,59 @@ mod tests {
             "a b:1",
         ] {
             assert!(EgressEndpoint::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn protected_and_writable_places_are_plain_paths_on_their_side() {
+        let ok = |p: &[&str], w: &[&str]| {
+            let strings = |l: &[&str]| l.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+            validate_places(&strings(p), &strings(w)).map_err(|e| e.to_string())
+        };
+        assert_eq!(
+            ok(
+                &["Makefile", "scripts/ci"],
+                &["~/.cache/pip", "/var/cache/x"]
+            ),
+            Ok(())
+        );
+        for (protected, writable, error) in [
+            (
+                &["src/*"][..],
+                &[][..],
+                "protected[0]: \"src/*\" must be a path, not a glob",
+            ),
+            (&["./x"], &[], "protected[0]: write \"./x\" as \"x\""),
+            (
+                &["/etc/x"],
+                &[],
+                "protected[0]: \"/etc/x\" must be a path inside the workspace",
+            ),
+            (
+                &["../x"],
+                &[],
+                "protected[0]: \"../x\" must be a path inside the workspace",
+            ),
+            (
+                &[],
+                &["cache"],
+                "writable[0]: \"cache\" must be a directory outside",
+            ),
+            (
+                &[],
+                &["/"],
+                "writable[0]: \"/\" must be a directory outside",
+            ),
+            (
+                &[],
+                &["~"],
+                "writable[0]: \"~\" must be a directory outside",
+            ),
+            (&[], &["~/a/"], "writable[0]: write \"~/a/\" as \"~/a\""),
+            (&[], &[""], "writable[0]: must not be empty"),
+        ] {
+            let got = ok(protected, writable).expect_err(error);
+            assert!(got.starts_with(error), "{got}");
         }
     }
 

@@ -88,7 +88,7 @@ pub fn lint(profile: &PolicyProfile) -> Vec<LintWarning> {
                 ),
             });
         }
-        never_matching_globs(j, rule, &mut warnings);
+        never_matching_globs(j, rule, &profile.writable, &mut warnings);
         if let Some(secrets) = &secrets {
             allowed_secrets(j, rule, secrets, &mut warnings);
         }
@@ -256,7 +256,12 @@ fn same_constraints(a: &PermissionRule, b: &PermissionRule) -> bool {
         && a.input_match == b.input_match
 }
 
-fn never_matching_globs(j: usize, rule: &PermissionRule, warnings: &mut Vec<LintWarning>) {
+fn never_matching_globs(
+    j: usize,
+    rule: &PermissionRule,
+    writable: &[String],
+    warnings: &mut Vec<LintWarning>,
+) {
     let mut warn = |field: String, message: String| {
         warnings.push(LintWarning {
             rule: j,
@@ -280,12 +285,12 @@ fn never_matching_globs(j: usize, rule: &PermissionRule, warnings: &mut Vec<Lint
     }
     if rule.decision == Decision::Allow {
         for (k, pattern) in rule.path_allow.iter().enumerate() {
-            if only_outside(pattern) {
+            if only_outside(pattern) && !reaches_writable(pattern, writable) {
                 warn(
                     format!("rules[{j}].path_allow[{k}]"),
                     format!(
-                        "{pattern:?} only matches paths outside the workspace, which an allow \
-                         rule never allows"
+                        "{pattern:?} only matches paths outside the workspace and its \
+                         writable places, which an allow rule never allows"
                     ),
                 );
             }
@@ -347,6 +352,18 @@ fn path_never_matches(pattern: &str) -> Option<&'static str> {
 fn only_outside(pattern: &str) -> bool {
     let glob = pattern.strip_prefix("./").unwrap_or(pattern);
     glob.starts_with('/') || glob.starts_with('~') || glob == ".." || glob.starts_with("../")
+}
+
+/// Whether an outside glob may match a path in one of the profile's `writable` places:
+/// its literal part (up to the first wildcard) and the place lie on one branch.
+fn reaches_writable(pattern: &str, writable: &[String]) -> bool {
+    let literal = pattern
+        .split(['*', '?', '[', '{'])
+        .next()
+        .unwrap_or_default();
+    writable
+        .iter()
+        .any(|place| place.starts_with(literal) || literal.starts_with(place.as_str()))
 }
 
 /// Why a domain glob matches no host, if it provably does not. Hosts are read by a WHATWG

@@ -213,6 +213,8 @@ fn plan_readonly() -> PolicyProfile {
         quality_gate: QualityGate::default(),
         termination: limits(30, 300, 1.0, false),
         secrets,
+        protected: Vec::new(),
+        writable: Vec::new(),
         network,
         sandbox,
         tests: vec![
@@ -283,6 +285,8 @@ fn headless_safe_sandbox() -> PolicyProfile {
         },
         termination: limits(50, 600, 5.0, true),
         secrets,
+        protected: Vec::new(),
+        writable: Vec::new(),
         network,
         sandbox,
         tests: vec![
@@ -353,6 +357,8 @@ fn headless_permissive_sandbox() -> PolicyProfile {
         },
         termination: limits(100, 1800, 20.0, true),
         secrets,
+        protected: Vec::new(),
+        writable: Vec::new(),
         network,
         sandbox,
         tests: vec![
@@ -443,6 +449,8 @@ fn trusted_mount_autonomous() -> PolicyProfile {
         quality_gate: QualityGate::default(),
         termination: limits(200, 3600, 50.0, false),
         secrets,
+        protected: Vec::new(),
+        writable: Vec::new(),
         network,
         sandbox,
         tests: vec![

@@ -16,6 +16,11 @@ pub fn profile_to_toml(p: &PolicyProfile) -> String {
     if !p.secrets.is_empty() {
         let _ = writeln!(out, "secrets = {}", string_list(&p.secrets));
     }
+    for (key, list) in [("protected", &p.protected), ("writable", &p.writable)] {
+        if !list.is_empty() {
+            let _ = writeln!(out, "{key} = {}", string_list(list));
+        }
+    }
     match &p.network {
         Network::Unstated => {}
         Network::Nothing => out.push_str("network = \"none\"\n"),

@@ -6,7 +6,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use super::case::{validate_tests, PolicyTest};
-use super::containment::{validate_containment, Network, SandboxSettings};
+use super::containment::{validate_containment, validate_places, Network, SandboxSettings};
 use super::error::PolicyError;
 use super::globs::{command_glob, domain_glob, path_glob};
 use crate::domain::Decision;
@@ -222,6 +222,16 @@ pub struct PolicyProfile {
     /// `~/`-relative to the home directory, absolute, or relative to the workspace.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub secrets: Vec<String>,
+    /// Workspace-relative paths (files or directories) that stay read-only besides the
+    /// built-in protected places: the judge denies writes there, the sandbox binds them
+    /// read-only.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub protected: Vec<String>,
+    /// Directories outside the workspace (absolute or `~/`) where writes may go besides
+    /// the run's temp dir: the sandbox makes them writable, and the judge judges a path
+    /// there by the rules instead of as outside the workspace.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub writable: Vec<String>,
     /// What commands and the agent may connect to: `"none"` or a list of `host:port`
     /// endpoints; the judge and the sandbox's egress proxy both hold to it.
     #[serde(default, skip_serializing_if = "Network::is_unstated")]
@@ -243,6 +253,7 @@ impl PolicyProfile {
         }
         validate_termination(&self.termination)?;
         validate_containment(&self.secrets, &self.network, &self.sandbox)?;
+        validate_places(&self.protected, &self.writable)?;
         validate_tests(&self.tests, self.rules.len())
     }
 }

@@ -7,6 +7,7 @@ use serde_json::{Map, Value};
 
 use super::claude_rule::{self, ClaudeRule, READ_TOOLS};
 use super::claude_sandbox::import_sandbox;
+use super::strings;
 use super::{verify, ImportError, ImportNote, Imported, Probe, ProfileTest, TEST_WORKSPACE};
 use crate::domain::Decision;
 use crate::policy::profile::compile::CompiledProfile;
@@ -85,7 +86,7 @@ pub fn import_claude_code(
         } else {
             list
         };
-        for text in strings(permissions, list.as_str(), &mut notes)? {
+        for text in strings(permissions, "permissions", list.as_str(), &mut notes)? {
             let Some(parsed) = claude_rule::parse(&text) else {
                 notes.push(note(
                     Some(&text),
@@ -157,6 +158,8 @@ pub fn import_claude_code(
         mode: mapping.mode,
         rules,
         secrets: dedup(secrets),
+        protected: dedup(sandbox.protected),
+        writable: dedup(sandbox.writable),
         network: sandbox.network,
         ..PolicyProfile::default()
     };
@@ -269,35 +272,6 @@ fn mode(value: Option<&Value>, notes: &mut Vec<ImportNote>) -> Result<ModeMappin
         ));
     }
     Ok(mapping)
-}
-
-/// The rule strings of one list; an entry that is not a string is reported and skipped.
-fn strings(
-    permissions: &Map<String, Value>,
-    key: &str,
-    notes: &mut Vec<ImportNote>,
-) -> Result<Vec<String>, ImportError> {
-    let items = match permissions.get(key) {
-        None | Some(Value::Null) => return Ok(Vec::new()),
-        Some(Value::Array(items)) => items,
-        Some(_) => {
-            return Err(malformed(
-                &format!("permissions.{key}"),
-                "expected an array of rule strings",
-            ))
-        }
-    };
-    let mut out = Vec::with_capacity(items.len());
-    for (i, item) in items.iter().enumerate() {
-        match item {
-            Value::String(text) => out.push(text.clone()),
-            other => notes.push(note(
-                None,
-                &format!("permissions.{key}[{i}] is not a string ({other}); skipped"),
-            )),
-        }
-    }
-    Ok(out)
 }
 
 /// `items` in their first order, each once.

@@ -1,13 +1,14 @@
 //! Claude Code's `sandbox` settings as a profile's intent: `network.allowedDomains` as
 //! its `network`, `filesystem.denyRead` as `secrets`, `filesystem.denyWrite` as a deny
-//! of the write tools. Like the rest of the import it never widens: what has no exact
-//! equivalent is left out when it would open something, and reported.
+//! of the write tools (and, for plain paths in the workspace, `protected`),
+//! `filesystem.allowWrite` as `writable`. Like the rest of the import it never widens:
+//! what has no exact equivalent is left out when it would open something, and reported.
 
 use serde_json::{Map, Value};
 
-use super::{ImportError, ImportNote};
+use super::{strings, ImportError, ImportNote};
 use crate::domain::Decision;
-use crate::policy::profile::containment::{EgressEndpoint, Network};
+use crate::policy::profile::containment::{validate_places, EgressEndpoint, Network};
 use crate::policy::profile::globs::path_glob;
 use crate::policy::profile::schema::PermissionRule;
 
@@ -22,6 +23,10 @@ const WEB_PORTS: [u16; 2] = [443, 80];
 pub(super) struct SandboxIntent {
     pub network: Network,
     pub secrets: Vec<String>,
+    /// The plain `denyWrite` paths inside the workspace, which the sandbox binds read-only.
+    pub protected: Vec<String>,
+    /// The plain `allowWrite` directories outside the workspace.
+    pub writable: Vec<String>,
     /// A deny of the write tools for the `denyWrite` paths.
     pub write_deny: Option<PermissionRule>,
 }
@@ -111,6 +116,23 @@ fn filesystem_intent(
         "denyWrite",
         notes,
     );
+    intent.protected = denied
+        .iter()
+        .filter(|p| validate_places(std::slice::from_ref(p), &[]).is_ok())
+        .cloned()
+        .collect();
+    for path in strings(filesystem, at, "allowWrite", notes)? {
+        let place = path.strip_suffix('/').unwrap_or(&path).to_string();
+        match validate_places(&[], std::slice::from_ref(&place)) {
+            Ok(()) => intent.writable.push(place),
+            Err(why) => notes.push(note(&format!(
+                "sandbox.filesystem.allowWrite: {path:?} is not imported ({}): the agent \
+                 writes to the workspace, the run's temp dir and the directories outside \
+                 them written as plain absolute or ~/ paths",
+                why.message
+            ))),
+        }
+    }
     if !denied.is_empty() {
         intent.write_deny = Some(PermissionRule {
             path_allow: denied,
@@ -118,13 +140,8 @@ fn filesystem_intent(
         });
     }
     for key in filesystem.keys() {
-        match key.as_str() {
-            "denyRead" | "denyWrite" => {}
-            "allowWrite" => notes.push(note(
-                "sandbox.filesystem.allowWrite is not imported: the agent writes only to the \
-                 workspace and the run's temp dir",
-            )),
-            other => notes.push(note(&format!("{at}.{other} is not imported"))),
+        if !matches!(key.as_str(), "denyRead" | "denyWrite" | "allowWrite") {
+            notes.push(note(&format!("{at}.{key} is not imported")));
         }
     }
     Ok(())
@@ -159,37 +176,6 @@ fn object<'v>(
         Some(Value::Object(map)) => Ok(Some(map)),
         Some(_) => Err(malformed(field, "expected an object")),
     }
-}
-
-fn strings(
-    map: &Map<String, Value>,
-    at: &str,
-    key: &str,
-    notes: &mut Vec<ImportNote>,
-) -> Result<Vec<String>, ImportError> {
-    let items = match map.get(key) {
-        None | Some(Value::Null) => return Ok(Vec::new()),
-        Some(Value::Array(items)) => items,
-        Some(_) => {
-            return Err(malformed(
-                &format!("{at}.{key}"),
-                "expected an array of strings",
-            ))
-        }
-    };
-    Ok(items
-        .iter()
-        .enumerate()
-        .filter_map(|(i, item)| match item {
-            Value::String(text) => Some(text.clone()),
-            other => {
-                notes.push(note(&format!(
-                    "{at}.{key}[{i}] is not a string ({other}); skipped"
-                )));
-                None
-            }
-        })
-        .collect())
 }
 
 fn note(message: &str) -> ImportNote {

@@ -20,6 +20,41 @@ use super::schema::PolicyProfile;
 use crate::domain::Decision;
 use crate::policy::judge::eval::{ToolCall, Verdict};
 
+/// The strings of the list `key` of the settings object `map` (at `at`); an entry that
+/// is not a string is reported and skipped, a list that is not an array is an error.
+pub(crate) fn strings(
+    map: &serde_json::Map<String, serde_json::Value>,
+    at: &str,
+    key: &str,
+    notes: &mut Vec<ImportNote>,
+) -> Result<Vec<String>, ImportError> {
+    use serde_json::Value;
+    let items = match map.get(key) {
+        None | Some(Value::Null) => return Ok(Vec::new()),
+        Some(Value::Array(items)) => items,
+        Some(_) => {
+            return Err(ImportError::Malformed {
+                field: format!("{at}.{key}"),
+                message: "expected an array of strings".into(),
+            })
+        }
+    };
+    Ok(items
+        .iter()
+        .enumerate()
+        .filter_map(|(i, item)| match item {
+            Value::String(text) => Some(text.clone()),
+            other => {
+                notes.push(ImportNote {
+                    rule: None,
+                    message: format!("{at}.{key}[{i}] is not a string ({other}); skipped"),
+                });
+                None
+            }
+        })
+        .collect())
+}
+
 /// The workspace root the generated tests place their paths under.
 pub const TEST_WORKSPACE: &str = "/workspace";
 
