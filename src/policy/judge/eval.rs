@@ -102,7 +102,7 @@ impl CompiledProfile {
             .then(|| memo::parts(call.command));
         let line = parts
             .as_deref()
-            .map(|parts| Line::new(parts, call.workspace_root));
+            .map(|parts| Line::new(parts, call.workspace_root, self.network.as_ref()));
         let line = line.as_ref();
         let refused = |line| {
             self.secret_in_line(line)
@@ -247,7 +247,7 @@ impl CompiledProfile {
         parts: &'p [Part],
     ) -> Vec<&'p Part> {
         let facts = CallFacts::read(call.url, call.input);
-        let line = Line::new(parts, call.workspace_root);
+        let line = Line::new(parts, call.workspace_root, self.network.as_ref());
         let mut files: Vec<&str> = [call.path, call.resolved_path]
             .into_iter()
             .chain(call.paths.iter().map(String::as_str))

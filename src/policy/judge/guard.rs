@@ -5,7 +5,7 @@
 
 use super::eval::{same_tool, ToolCall, Verdict};
 use super::local::{LocalWorkspace, Resolution};
-use super::network::Finding;
+use super::network::{Finding, Scope};
 use super::path::{locate, WorkspacePath};
 use super::protected::protected_write;
 use super::shell::Part;
@@ -126,10 +126,17 @@ pub(super) struct Line<'p> {
     links: Vec<(&'p Part, WorkspacePath)>,
     /// The workspace, when it is on this machine.
     local: Option<LocalWorkspace>,
+    /// What the profile's network makes of each part, in the order of `parts` (empty when
+    /// the profile states no network): found once, whichever paths the line is judged with.
+    network: Vec<Option<Finding>>,
 }
 
 impl<'p> Line<'p> {
-    pub(super) fn new(parts: &'p [Part], root: Option<&'p str>) -> Line<'p> {
+    pub(super) fn new(
+        parts: &'p [Part],
+        root: Option<&'p str>,
+        network: Option<&Scope>,
+    ) -> Line<'p> {
         let links = parts
             .iter()
             .filter_map(|part| match part {
@@ -142,12 +149,37 @@ impl<'p> Line<'p> {
             })
             .collect();
         let local = LocalWorkspace::find(root);
+        let network = network.map_or_else(Vec::new, |scope| {
+            let judge = |part: &Part| match part {
+                Part::Command { words, .. } => scope.judge(words),
+                _ => None,
+            };
+            parts.iter().map(judge).collect()
+        });
         Line {
             parts,
             root,
             links,
             local,
+            network,
         }
+    }
+
+    /// What the profile's network makes of `part`, one of the line's parts.
+    pub(super) fn network(&self, part: &Part) -> Option<&Finding> {
+        let at = self.parts.iter().position(|p| std::ptr::eq(p, part))?;
+        self.network.get(at)?.as_ref()
+    }
+
+    /// The parts the profile's network refuses, with why.
+    pub(super) fn network_refused(&self) -> impl Iterator<Item = (&'p Part, &str)> + '_ {
+        self.parts
+            .iter()
+            .zip(&self.network)
+            .filter_map(|(part, finding)| match finding {
+                Some(Finding::Refused(why)) => Some((part, why.as_str())),
+                _ => None,
+            })
     }
 
     /// A path at or above `target` where another part of the line may leave a link: a

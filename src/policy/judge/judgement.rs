@@ -9,7 +9,6 @@ use super::network::Finding;
 use super::path::{locate, within, WorkspacePath};
 use super::protected::protected_write;
 use super::shell::{Part, Restriction};
-use super::words::Word;
 use crate::domain::Decision;
 use crate::policy::profile::compile::{
     CallFacts, CommandArg, CompiledProfile, PathArg, Subject, Tri,
@@ -95,7 +94,12 @@ impl CompiledProfile {
                     facts,
                 };
                 let caveat = restriction.map(Caveat::Restricted);
-                let caveat = caveat.or_else(|| self.network_caveat(words)).or(outside);
+                // What the network cannot vouch for: its destination or its program.
+                let network = || match line.network(part)? {
+                    Finding::Unsure(why) => Some(Caveat::Network(why.clone())),
+                    Finding::Refused(_) => None,
+                };
+                let caveat = caveat.or_else(network).or(outside);
                 self.judge(&subject, caveat)
             }
             Part::Indeterminate { why, .. } => {
@@ -138,30 +142,13 @@ impl CompiledProfile {
     /// The first command of a line that the profile's `network` refuses, as a deny:
     /// checked before any rule, so that no allow rule reaches past it.
     pub(super) fn network_in_line(&self, line: &Line<'_>) -> Option<Verdict> {
-        let scope = self.network.as_ref()?;
-        line.parts.iter().find_map(|part| {
-            let Part::Command { words, .. } = part else {
-                return None;
-            };
-            let Some(Finding::Refused(why)) = scope.judge(words) else {
-                return None;
-            };
-            Some(Verdict {
-                decision: Decision::Deny,
-                reason: format!("{} {why}", what(part)),
-                rule_index: None,
-                part: Some(part.text().to_string()),
-            })
+        let (part, why) = line.network_refused().next()?;
+        Some(Verdict {
+            decision: Decision::Deny,
+            reason: format!("{} {why}", what(part)),
+            rule_index: None,
+            part: Some(part.text().to_string()),
         })
-    }
-
-    /// Why `words` may not be allowed under the profile's `network`: its destination or
-    /// its program is not known.
-    fn network_caveat(&self, words: &[Word]) -> Option<Caveat> {
-        match self.network.as_ref()?.judge(words)? {
-            Finding::Unsure(why) => Some(Caveat::Network(why)),
-            Finding::Refused(_) => None,
-        }
     }
 
     /// Why reading one of `paths` is reading a secret: as written, or where a symlink on

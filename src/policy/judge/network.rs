@@ -5,7 +5,7 @@
 //! A command whose destination the text does not show, and a program the catalogue does
 //! not know, is never allowed (it asks, or gets the mode's stricter default).
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::sync::LazyLock;
 
 use globset::GlobMatcher;
@@ -151,12 +151,29 @@ impl CompiledProfile {
     }
 }
 
-fn set(list: &'static str) -> HashSet<&'static str> {
-    list.split_whitespace().collect()
+/// What the catalogue lists a program name as.
+#[derive(Clone, Copy)]
+enum Listed {
+    Always,
+    BySubcommand(&'static Subcommands),
+    Local,
 }
 
-static ALWAYS_SET: LazyLock<HashSet<&'static str>> = LazyLock::new(|| set(ALWAYS));
-static LOCAL_SET: LazyLock<HashSet<&'static str>> = LazyLock::new(|| set(LOCAL));
+/// The catalogue by program name, built once: one lookup per command judged.
+static LISTED: LazyLock<HashMap<&'static str, Listed>> = LazyLock::new(|| {
+    let mut listed = HashMap::new();
+    listed.extend(LOCAL.split_whitespace().map(|n| (n, Listed::Local)));
+    listed.extend(ALWAYS.split_whitespace().map(|n| (n, Listed::Always)));
+    for entry in SUBCOMMANDS {
+        listed.extend(
+            entry
+                .names
+                .split_whitespace()
+                .map(|n| (n, Listed::BySubcommand(entry))),
+        );
+    }
+    listed
+});
 
 /// What the command `words` (the first word its program's name) reaches.
 pub(crate) fn reach(words: &[Word]) -> Reach {
@@ -164,17 +181,16 @@ pub(crate) fn reach(words: &[Word]) -> Reach {
         return Reach::Unknown;
     };
     let args = &words[1..];
-    if ALWAYS_SET.contains(name) {
-        return Reach::Connects {
-            what: name.to_string(),
-            to: client_destinations(name, args),
-        };
-    }
-    if let Some(entry) = SUBCOMMANDS
-        .iter()
-        .find(|entry| entry.names.split_whitespace().any(|n| n == name))
-    {
-        return by_subcommand(name, entry, args);
+    let listed = LISTED.get(name).copied();
+    match listed {
+        Some(Listed::Always) => {
+            return Reach::Connects {
+                what: name.to_string(),
+                to: client_destinations(name, args),
+            }
+        }
+        Some(Listed::BySubcommand(entry)) => return by_subcommand(name, entry, args),
+        Some(Listed::Local) | None => {}
     }
     if is_python(name) {
         return python(name, args);
@@ -190,10 +206,10 @@ pub(crate) fn reach(words: &[Word]) -> Reach {
     if name == "rsync" {
         return rsync(args);
     }
-    if LOCAL_SET.contains(name) {
-        return Reach::Local;
+    match listed {
+        Some(Listed::Local) => Reach::Local,
+        _ => Reach::Unknown,
     }
-    Reach::Unknown
 }
 
 /// `word` is `option` or `option=…` (or, for a short one, `option…` attached).
