@@ -73,8 +73,7 @@ impl Why {
 
 const MAKE_OPTION: &str = "it gives make an option not known to be harmless (-f, -C, -I, --eval and the like make it run other makefiles or make code)";
 const MAKE_VARIABLE: &str = "it sets a make variable on the command line (SHELL=, MAKE=, CC= and the like name the programs make runs; only V and VERBOSE set to a number are known to be harmless)";
-const DYNAMIC: &str =
-    "it passes a word not known before it runs to a runner whose options can run other programs";
+const DYNAMIC: &str = "it passes a word not known before it runs to a program whose options can run other programs or write files";
 const GO_RUNS: &str =
     "it makes go run the test binary or the build tools through another program (-exec, -toolexec)";
 const GO_OPTION: &str = "it gives go test an option not known to be harmless (-C, -modfile, -overlay, -pgo, -ldflags, -args and the like build other code or run other programs)";

@@ -8,7 +8,7 @@ use super::options::{options, Spec, NO_OPTIONS};
 use super::programs;
 use super::reads;
 use super::shell::{join, script, Env, Part, Restriction, Sink};
-use super::vetted;
+use super::table;
 use super::words::Word;
 use super::wrappers;
 
@@ -40,7 +40,7 @@ pub(crate) fn simple_shown(mut words: Vec<Word>, text: String, env: Env, sink: &
     // deny of the command is what the verdict names.
     let at = sink.parts.len();
     let state = builtin(&name, &words, &text, env, sink);
-    let unvetted = vetted::judge(&name, &words, &text, sink);
+    let unvetted = table::judge(&name, &words, &text, env, sink);
     let restriction = env
         .assigns
         .then_some(Restriction::Assignment)
@@ -58,6 +58,7 @@ pub(crate) fn simple_shown(mut words: Vec<Word>, text: String, env: Env, sink: &
         };
         return sink.parts.insert(at, part);
     }
+    let plain = restriction.is_none();
     let part = Part::Command {
         words: words.clone(),
         text: text.clone(),
@@ -67,7 +68,12 @@ pub(crate) fn simple_shown(mut words: Vec<Word>, text: String, env: Env, sink: &
     let env = env.deeper();
     let args = &words[1..];
     match name.as_str() {
-        _ if is_shell(&name) => shell(&name, args, &text, env, sink),
+        _ if is_shell(&name) => {
+            // A shell that only runs a literal script is judged as that script.
+            if shell(&name, args, &text, env, sink) && plain {
+                sink.parts.remove(at);
+            }
+        }
         "eval" => {
             // Bash's `eval` takes a leading `--` as the end of its (no) options.
             let code = match args.first().and_then(Word::exact) {
@@ -258,10 +264,13 @@ pub(crate) fn test_evaluates_code(text: &str) -> bool {
 }
 
 /// `bash [options] -c SCRIPT [args]` judges SCRIPT; any other way of starting a shell runs
-/// commands the policy cannot see (a script file, standard input, startup files).
-fn shell(name: &str, args: &[Word], text: &str, env: Env, sink: &mut Sink) {
+/// commands the policy cannot see (a script file, standard input, startup files). True
+/// when the shell does nothing but run a literal script with options that change nothing
+/// else.
+fn shell(name: &str, args: &[Word], text: &str, env: Env, sink: &mut Sink) -> bool {
     if matches!(name, "fish" | "csh" | "tcsh") {
-        return sink.indeterminate(text, "runs a shell whose scripts are not judged");
+        sink.indeterminate(text, "runs a shell whose scripts are not judged");
+        return false;
     }
     const STARTUP: &str = "a shell option that reads startup files or is not known";
     let mut inline = false;
@@ -269,15 +278,16 @@ fn shell(name: &str, args: &[Word], text: &str, env: Env, sink: &mut Sink) {
     let mut i = 0;
     while i < args.len() {
         let Some(arg) = args[i].exact() else {
-            return sink.indeterminate(
+            sink.indeterminate(
                 text,
                 "a shell started with arguments not known before it runs",
             );
+            return false;
         };
         i += 1;
         match arg {
             "--" => break,
-            "--version" | "--help" => return,
+            "--version" | "--help" => return false,
             "--norc" | "--noprofile" | "--posix" | "--noediting" => {}
             "-o" | "+o" => match args.get(i).and_then(Word::exact) {
                 Some(opt) => {
@@ -317,11 +327,15 @@ fn shell(name: &str, args: &[Word], text: &str, env: Env, sink: &mut Sink) {
     }
     match (inline, args.get(i)) {
         (true, Some(arg)) => match arg.exact() {
-            Some(body) => script(body, env, sink),
+            Some(body) => {
+                script(body, env, sink);
+                return !unsafe_option;
+            }
             None => sink.indeterminate(text, "a shell script not known before it runs"),
         },
         (true, None) => {}
         (false, Some(_)) => sink.indeterminate(text, "runs a script file that is not judged"),
         (false, None) => sink.indeterminate(text, "a shell reading commands that are not judged"),
     }
+    false
 }

@@ -93,7 +93,7 @@ impl CompiledProfile {
                     path,
                     facts,
                 };
-                let caveat = restriction.map(Caveat::Restricted);
+                let caveat = restriction.clone().map(Caveat::Restricted);
                 // What the network cannot vouch for: its destination or its program.
                 let network = || match line.network(part)? {
                     Finding::Unsure(why) => Some(Caveat::Network(why.clone())),

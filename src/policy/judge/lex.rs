@@ -195,6 +195,7 @@ impl Value {
                 known: true,
                 pattern: self.pattern,
                 splits: false,
+                found: false,
             },
             Err(_) => Word::unknown(source, false),
         }

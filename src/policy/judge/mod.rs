@@ -30,7 +30,7 @@ pub(crate) mod protected;
 pub(crate) mod reads;
 pub(crate) mod secrets;
 pub(crate) mod shell;
-pub(crate) mod vetted;
+pub(crate) mod table;
 pub(crate) mod walk;
 pub(crate) mod words;
 pub(crate) mod wrappers;

@@ -1,7 +1,9 @@
 //! Programs whose arguments say more than their name: files they write (`tee f`,
 //! `cp a b`, `dd of=f`, `sed -i`), judged as `Write`s of those paths like a redirection;
 //! and code they run (`python3 -c`, `perl -e`, an `awk` program calling `system`, a `sed`
-//! script with `e`, `git -c alias…`), which is indeterminate.
+//! script with `e`), which is indeterminate. The readers and the programs whose writes
+//! depend on their mode (`sort -o`, `uniq IN OUT`, `tar`, `git --output`) are in the
+//! option `table`.
 
 use super::options::{options, Spec, NO_OPTIONS};
 use super::shell::{link_part, write_part, Sink};
@@ -21,7 +23,6 @@ pub(crate) fn judge(name: &str, words: &[Word], text: &str, sink: &mut Sink) {
     match name {
         "awk" | "gawk" | "mawk" | "nawk" => awk(args, text, sink),
         "sed" => sed(args, text, sink),
-        "git" => git(args, text, sink),
         "dd" => {
             for arg in args {
                 if let Some(target) = arg.text.strip_prefix("of=") {
@@ -288,30 +289,6 @@ const WRITERS: &[Writer] = &[
         skip: usize::MAX,
         ..WRITER
     },
-    Writer {
-        name: "sort",
-        spec: Spec {
-            flags: "bcCdfghiMmnRrsuVz",
-            with_value: "kStT",
-            long_with_value: &[
-                "key",
-                "buffer-size",
-                "field-separator",
-                "temporary-directory",
-                "parallel",
-                "files0-from",
-                "random-source",
-                "sort",
-                "batch-size",
-                "compress-program",
-            ],
-            ..NO_OPTIONS
-        },
-        last_only: true,
-        output: &["o", "output"],
-        only_with: &["o", "output"],
-        ..WRITER
-    },
 ];
 
 /// The files `sed -i` edits.
@@ -420,50 +397,4 @@ pub(crate) fn options_anywhere(args: &[Word], spec: &Spec) -> Option<(Vec<Word>,
         rest = tail;
     }
     Some((operands, seen))
-}
-
-/// `git`: `-c`/`--config-env` can define an alias or a program to run; `-C` runs in
-/// another directory; `--output=FILE` writes FILE.
-fn git(args: &[Word], text: &str, sink: &mut Sink) {
-    let mut global = true;
-    let mut i = 0;
-    while let Some(arg) = args.get(i) {
-        i += 1;
-        let word = arg.text.as_str();
-        if global {
-            match word {
-                "-c" | "--config-env" | "--exec-path" => {
-                    return sink
-                        .indeterminate(text, "git -c can define an alias or a program that runs")
-                }
-                _ if word.starts_with("--config-env=")
-                    || word.starts_with("--exec-path=")
-                    || word.starts_with("-c") =>
-                {
-                    return sink
-                        .indeterminate(text, "git -c can define an alias or a program that runs")
-                }
-                "-C" | "--git-dir" | "--work-tree" | "--namespace" => {
-                    sink.changes_dir |= word == "-C";
-                    i += 1;
-                    continue;
-                }
-                _ if word.starts_with('-') => continue,
-                _ => global = false,
-            }
-            continue;
-        }
-        if let Some(target) = word.strip_prefix("--output=") {
-            let word = if arg.exact().is_some() {
-                Word::literal(target)
-            } else {
-                Word::unknown(target, false)
-            };
-            sink.parts.extend(write_part(&word, text));
-        } else if word == "--output" {
-            if let Some(target) = args.get(i) {
-                sink.parts.extend(write_part(target, text));
-            }
-        }
-    }
 }

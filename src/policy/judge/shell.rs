@@ -31,7 +31,7 @@ const PARSE_STEPS: usize = 150;
 pub(crate) const BUDGET_SPENT: &str = "too much to judge: the budget for judging is spent";
 
 /// Why allow rules may not apply to a command part.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Restriction {
     /// It runs with variables set by the command line (`VAR=x cmd`, `env VAR=x cmd`), or it
     /// is such an assignment: the environment can change what any program does.
@@ -41,9 +41,10 @@ pub(crate) enum Restriction {
     /// A builtin that changes what later commands do or run (`trap`, `alias`, `hash`,
     /// `shopt`, `read`, `set -k`, …).
     ShellState,
-    /// A runner given an option or variable not known to be harmless (`make -f`,
-    /// `go test -exec`, `cargo --config`): why, as the reason says it.
-    Unvetted(&'static str),
+    /// A program given an option or variable the option table does not know to be
+    /// harmless (`make -f`, `go test -exec`, `rg -z`, `git --ext-diff`): why, as the
+    /// reason says it.
+    Unvetted(super::table::Why),
 }
 
 /// One thing the policy judges separately.

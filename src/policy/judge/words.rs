@@ -13,6 +13,9 @@ pub(crate) struct Word {
     pub pattern: bool,
     /// Contains an unquoted expansion: it may become zero or several words.
     pub splits: bool,
+    /// A path the program that runs this command finds itself (find's `{}`): not known,
+    /// but one word, never an option.
+    pub found: bool,
 }
 
 impl Word {
@@ -22,6 +25,15 @@ impl Word {
             known: true,
             pattern: false,
             splits: false,
+            found: false,
+        }
+    }
+
+    /// A path found by the program that runs the command (find's `{}`).
+    pub(crate) fn found(text: impl Into<String>) -> Self {
+        Self {
+            found: true,
+            ..Self::unknown(text, false)
         }
     }
 
@@ -32,6 +44,7 @@ impl Word {
             known: false,
             pattern: false,
             splits,
+            found: false,
         }
     }
 

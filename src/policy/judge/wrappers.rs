@@ -526,7 +526,7 @@ fn find(args: &[Word], text: &str, env: Env, sink: &mut Sink) {
             match w.exact() {
                 Some(";" | "+") => break,
                 Some(_) => inner.push(w.clone()),
-                None if w.known && w.text == "{}" => inner.push(Word::unknown("{}", false)),
+                None if w.known && w.text == "{}" => inner.push(Word::found("{}")),
                 // An expansion could produce the `;` that ends the command early.
                 None if w.splits || (w.pattern && !harmless_pattern(w)) => {
                     return sink.indeterminate(text, SHIFTY)

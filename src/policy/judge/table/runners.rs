@@ -6,69 +6,13 @@
 //! not known to be harmless keeps the command from being allowed (`Restriction::Unvetted`,
 //! with the reason). Options that name a file written are judged as writes of it.
 
-use super::path::normalize_path;
-use super::shell::{write_part, Restriction, Sink};
-use super::words::Word;
-
-/// How a runner reads an option.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    Flag,
-    /// Takes a value, attached (`-j4`, `--jobs=4`) or not at all.
-    Optional,
-    /// Takes a value, attached or the next word.
-    Value,
-    /// Takes a value that names a file it writes.
-    Writes,
-}
-
-use Kind::{Flag, Optional, Value, Writes};
-
-/// How options are written: getopt's (`-abc`, `--name=v`) or Go's (`-name`, `-name=v`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Style {
-    Gnu,
-    Go,
-}
-
-/// One runner's known options by kind (names separated by spaces, without dashes), and
-/// those refused with a reason of their own.
-struct Options {
-    style: Style,
-    flags: &'static str,
-    optional: &'static str,
-    values: &'static str,
-    writes: &'static str,
-    refused: &'static [(&'static str, &'static str)],
-    /// Why an option not known keeps the command from being allowed.
-    unknown: &'static str,
-}
-
-impl Options {
-    fn kind(&self, name: &str) -> Option<Kind> {
-        let has = |list: &str| list.split(' ').any(|n| n == name);
-        [
-            (self.flags, Flag),
-            (self.optional, Optional),
-            (self.values, Value),
-            (self.writes, Writes),
-        ]
-        .into_iter()
-        .find_map(|(list, kind)| has(list).then_some(kind))
-    }
-
-    fn refused(&self, name: &str) -> Option<&'static str> {
-        self.refused
-            .iter()
-            .find(|(names, _)| names.split(' ').any(|n| n == name))
-            .map(|(_, why)| *why)
-    }
-}
-
-const DYNAMIC: &str =
-    "it passes a word not known before it runs to a runner whose options can run other programs";
+use super::{scan, Effects, Options, Style, Why, GNU};
+use crate::policy::judge::path::normalize_path;
+use crate::policy::judge::words::Word;
 
 const MAKE: Options = Options {
+    double_dash_ends: false,
+    complete: false,
     style: Style::Gnu,
     flags: "k keep-going s silent quiet B always-make i ignore-errors n just-print dry-run \
             recon q question r no-builtin-rules R no-builtin-variables S no-keep-going stop \
@@ -79,6 +23,7 @@ const MAKE: Options = Options {
     refused: &[],
     unknown: "it gives make an option not known to be harmless (-f, -C, -I, --eval and the \
               like make it run other makefiles or make code)",
+    ..GNU
 };
 
 /// Variables a make command line may set: they only make the output more verbose.
@@ -88,6 +33,8 @@ const MAKE_ASSIGNMENT: &str = "it sets a make variable on the command line (SHEL
                                VERBOSE set to a number are known to be harmless)";
 
 const GO_TEST: Options = Options {
+    double_dash_ends: false,
+    complete: false,
     style: Style::Go,
     flags: "v race short cover failfast json benchmem x a n trimpath work fullpath c",
     optional: "",
@@ -101,9 +48,12 @@ const GO_TEST: Options = Options {
     )],
     unknown: "it gives go test an option not known to be harmless (-C, -modfile, -overlay, \
               -pgo, -ldflags, -args and the like build other code or run other programs)",
+    ..GNU
 };
 
 const CARGO_GLOBAL: Options = Options {
+    double_dash_ends: false,
+    complete: false,
     style: Style::Gnu,
     flags: "v verbose q quiet locked offline frozen",
     optional: "",
@@ -111,6 +61,7 @@ const CARGO_GLOBAL: Options = Options {
     writes: "",
     refused: CARGO_REFUSED,
     unknown: "it gives cargo an option not known to be harmless",
+    ..GNU
 };
 
 const CARGO_REFUSED: &[(&str, &str)] = &[
@@ -130,6 +81,8 @@ const CARGO_REFUSED: &[(&str, &str)] = &[
 ];
 
 const CARGO_TEST: Options = Options {
+    double_dash_ends: false,
+    complete: false,
     style: Style::Gnu,
     flags: "release r workspace all lib bins examples tests benches all-targets doc no-run \
             no-fail-fast all-features no-default-features locked offline frozen quiet q \
@@ -140,6 +93,7 @@ const CARGO_TEST: Options = Options {
     writes: "target-dir",
     refused: CARGO_REFUSED,
     unknown: "it gives cargo test an option not known to be harmless",
+    ..GNU
 };
 
 const CARGO_ELSEWHERE: &str = "it makes cargo build a manifest outside the workspace";
@@ -147,6 +101,8 @@ const CARGO_TOOLCHAIN: &str = "it makes cargo run another toolchain (+NAME)";
 
 /// The test harness's own options, after `cargo test --`.
 const LIBTEST: Options = Options {
+    double_dash_ends: false,
+    complete: false,
     style: Style::Gnu,
     flags: "nocapture no-capture show-output ignored include-ignored exact quiet q list test \
             bench shuffle",
@@ -155,11 +111,14 @@ const LIBTEST: Options = Options {
     writes: "logfile",
     refused: &[],
     unknown: "it gives the test harness an option not known to be harmless",
+    ..GNU
 };
 
 /// `npm|pnpm|yarn test` options, and those of the test runner the script starts (words
 /// after `--` are appended to the script's command).
 const JS_TEST: Options = Options {
+    double_dash_ends: false,
+    complete: false,
     style: Style::Gnu,
     flags: "silent s if-present workspaces ws include-workspace-root ci coverage no-coverage \
             runInBand i verbose u updateSnapshot bail passWithNoTests run detectOpenHandles \
@@ -176,9 +135,12 @@ const JS_TEST: Options = Options {
          --loader, --eval, a configuration, a reporter and the like)",
     )],
     unknown: "it gives npm or the test runner an option not known to be harmless",
+    ..GNU
 };
 
 const PYTEST: Options = Options {
+    double_dash_ends: false,
+    complete: false,
     style: Style::Gnu,
     flags: "q quiet v verbose x exitfirst s l showlocals lf last-failed ff failed-first nf \
             new-first sw stepwise no-header no-summary strict-markers disable-warnings co \
@@ -193,129 +155,38 @@ const PYTEST: Options = Options {
          --rootdir, -W and the like)",
     )],
     unknown: "it gives pytest an option not known to be harmless",
+    ..GNU
 };
 
 const OUTSIDE_TESTS: &str = "it names tests outside the workspace";
-const NO_INDEX_OUTSIDE: &str = "it compares files outside the workspace (git diff --no-index)";
 
-/// The restriction a runner's command line puts on the command, if any; files its
-/// options write are added as writes.
-pub(crate) fn judge(
-    name: &str,
-    words: &[Word],
-    text: &str,
-    sink: &mut Sink,
-) -> Option<Restriction> {
-    let args = &words[1..];
+/// Why a runner's command line is not allowed, if it is not; what its options write goes
+/// into `effects`.
+pub(super) fn judge(name: &str, args: &[Word], effects: &mut Effects) -> Result<(), Why> {
     let exact = |i: usize| args.get(i).and_then(Word::exact);
-    let why = match name {
+    match name {
         "make" | "gmake" => make(args),
-        "go" if exact(0) == Some("test") => go_test(&args[1..], text, sink),
-        "cargo" => cargo(args, text, sink),
-        "npm" | "pnpm" | "yarn" => js(args, text, sink),
-        "pytest" | "py.test" => runs_tests(&PYTEST, args, text, sink),
+        "go" if exact(0) == Some("test") => go_test(&args[1..], effects),
+        "cargo" => cargo(args, effects),
+        "npm" | "pnpm" | "yarn" => js(args, effects),
+        "pytest" | "py.test" => runs_tests(&PYTEST, name, args, effects),
         _ if name.starts_with("python") && exact(0) == Some("-m") && exact(1) == Some("pytest") => {
-            runs_tests(&PYTEST, &args[2..], text, sink)
+            runs_tests(&PYTEST, "pytest", &args[2..], effects)
         }
-        "git" if args.iter().any(|w| w.exact() == Some("--no-index")) => no_index(args),
         _ => Ok(()),
-    };
-    why.err().map(Restriction::Unvetted)
-}
-
-/// What a command line's options come to: the operands, or why it is not allowed.
-type Scanned<'w> = Result<Vec<&'w Word>, &'static str>;
-
-/// Reads `args` as options of `options` (anywhere, as the runners permute them) and
-/// operands; the files options write are added to `sink` as writes.
-fn scan<'w>(options: &Options, args: &'w [Word], text: &str, sink: &mut Sink) -> Scanned<'w> {
-    let mut operands = Vec::new();
-    let mut i = 0;
-    while let Some(word) = args.get(i) {
-        i += 1;
-        let Some(arg) = word.exact() else {
-            // A glob that cannot start with `-` expands to operands only.
-            let operand = word.known && !word.text.starts_with(['-', '*', '?', '[', '{']);
-            if !operand {
-                return Err(DYNAMIC);
-            }
-            operands.push(word);
-            continue;
-        };
-        if arg == "--" || !arg.starts_with('-') || arg == "-" {
-            operands.push(word);
-            continue;
-        }
-        let long = arg.starts_with("--") || options.style == Style::Go;
-        let body = arg.trim_start_matches('-');
-        let names: Vec<(&str, Option<&str>)> = if long {
-            let (name, value) = match body.split_once('=') {
-                Some((n, v)) => (n, Some(v)),
-                None => (body, None),
-            };
-            let name = match options.style {
-                Style::Go => name.strip_prefix("test.").unwrap_or(name),
-                Style::Gnu => name,
-            };
-            vec![(name, value)]
-        } else {
-            cluster(options, body)
-        };
-        for (name, attached) in names {
-            if let Some(why) = options.refused(name) {
-                return Err(why);
-            }
-            let kind = options.kind(name).ok_or(options.unknown)?;
-            let value = match (kind, attached) {
-                (Flag, Some(_)) if options.style != Style::Go => return Err(options.unknown),
-                (Flag | Optional, _) => None,
-                (Value | Writes, Some(v)) => Some(Word::literal(v)),
-                (Value | Writes, None) => {
-                    let next = args.get(i).ok_or(options.unknown)?;
-                    i += 1;
-                    if next.exact().is_none() {
-                        return Err(DYNAMIC);
-                    }
-                    Some(next.clone())
-                }
-            };
-            if let (Writes, Some(target)) = (kind, value) {
-                sink.parts.extend(write_part(&target, text));
-            }
-        }
     }
-    Ok(operands)
-}
-
-/// The options of one getopt cluster (`-vx`, `-j4`, `-pcrate`), each with the rest of the
-/// cluster as its attached value where it takes one.
-fn cluster<'a>(options: &Options, body: &'a str) -> Vec<(&'a str, Option<&'a str>)> {
-    let mut names = Vec::new();
-    for (at, c) in body.char_indices() {
-        let name = &body[at..at + c.len_utf8()];
-        let rest = &body[at + c.len_utf8()..];
-        match options.kind(name) {
-            Some(Flag) | None => names.push((name, None)),
-            Some(Optional | Value | Writes) => {
-                names.push((name, (!rest.is_empty()).then_some(rest)));
-                break;
-            }
-        }
-    }
-    names
 }
 
 /// `make [options] [goals] [NAME=VALUE]`: options anywhere; only the reviewed variables.
-fn make(args: &[Word]) -> Result<(), &'static str> {
-    let mut sink = Sink::default();
-    for operand in scan(&MAKE, args, "", &mut sink)? {
+fn make(args: &[Word]) -> Result<(), Why> {
+    for operand in scan(&MAKE, "make", args, &mut Effects::default())? {
         let Some((name, value)) = operand.text.split_once('=') else {
             continue;
         };
         let number =
             !value.is_empty() && value.len() <= 2 && value.bytes().all(|b| b.is_ascii_digit());
         if !(MAKE_VARIABLES.contains(&name) && number) {
-            return Err(MAKE_ASSIGNMENT);
+            return Err(MAKE_ASSIGNMENT.into());
         }
     }
     Ok(())
@@ -323,8 +194,8 @@ fn make(args: &[Word]) -> Result<(), &'static str> {
 
 /// `go test [flags] [packages] [flags]`: `-c` without `-o` writes a binary named after
 /// the package.
-fn go_test(args: &[Word], text: &str, sink: &mut Sink) -> Result<(), &'static str> {
-    let operands = scan(&GO_TEST, args, text, sink)?;
+fn go_test(args: &[Word], effects: &mut Effects) -> Result<(), Why> {
+    let operands = scan(&GO_TEST, "go test", args, effects)?;
     let named = |flag: &str| {
         args.iter().filter_map(Word::exact).any(|a| {
             let body = a.trim_start_matches('-');
@@ -332,21 +203,20 @@ fn go_test(args: &[Word], text: &str, sink: &mut Sink) -> Result<(), &'static st
         })
     };
     if named("c") && !named("o") {
-        sink.parts
-            .extend(write_part(&Word::unknown("<package>.test", false), text));
+        effects.writes.push(Word::unknown("<package>.test", false));
     }
     outside(&operands, OUTSIDE_TESTS)
 }
 
 /// `cargo [+toolchain] [global options] SUBCOMMAND …`; `cargo test [options] [-- harness
 /// options]` in full.
-fn cargo(args: &[Word], text: &str, sink: &mut Sink) -> Result<(), &'static str> {
+fn cargo(args: &[Word], effects: &mut Effects) -> Result<(), Why> {
     if args.first().is_some_and(|w| w.text.starts_with('+')) {
-        return Err(CARGO_TOOLCHAIN);
+        return Err(CARGO_TOOLCHAIN.into());
     }
     let subcommand = args.iter().position(|w| !w.text.starts_with('-'));
     let global = &args[..subcommand.unwrap_or(args.len())];
-    scan(&CARGO_GLOBAL, global, text, sink)?;
+    scan(&CARGO_GLOBAL, "cargo", global, effects)?;
     let Some(at) = subcommand else {
         return Ok(());
     };
@@ -359,8 +229,8 @@ fn cargo(args: &[Word], text: &str, sink: &mut Sink) -> Result<(), &'static str>
         Some(end) => (&rest[..end], &rest[end + 1..]),
         None => (rest, &[][..]),
     };
-    scan(&CARGO_TEST, own, text, sink)?;
-    scan(&LIBTEST, harness, text, sink)?;
+    scan(&CARGO_TEST, "cargo test", own, effects)?;
+    scan(&LIBTEST, "the test harness", harness, effects)?;
     let manifest =
         own.iter()
             .enumerate()
@@ -370,7 +240,7 @@ fn cargo(args: &[Word], text: &str, sink: &mut Sink) -> Result<(), &'static str>
                 None => None,
             });
     if manifest.is_some_and(leaves_workspace) {
-        return Err(CARGO_ELSEWHERE);
+        return Err(CARGO_ELSEWHERE.into());
     }
     Ok(())
 }
@@ -378,7 +248,7 @@ fn cargo(args: &[Word], text: &str, sink: &mut Sink) -> Result<(), &'static str>
 /// `npm|pnpm|yarn [options] test [args] [-- args]` (also `t`, `run test`): the arguments
 /// go to the test script's command, usually a test runner on node. Other scripts are the
 /// workspace's own, judged by their command line like any program.
-fn js(args: &[Word], text: &str, sink: &mut Sink) -> Result<(), &'static str> {
+fn js(args: &[Word], effects: &mut Effects) -> Result<(), Why> {
     let Some(at) = args.iter().position(|w| !w.text.starts_with('-')) else {
         return Ok(());
     };
@@ -388,33 +258,27 @@ fn js(args: &[Word], text: &str, sink: &mut Sink) -> Result<(), &'static str> {
         (_, Some("test")) if run => &args[at + 2..],
         _ => return Ok(()),
     };
-    scan(&JS_TEST, &args[..at], text, sink)?;
-    scan(&JS_TEST, script_args, text, sink).map(|_| ())
+    scan(&JS_TEST, "npm", &args[..at], effects)?;
+    scan(&JS_TEST, "npm test", script_args, effects).map(|_| ())
 }
 
 /// pytest's options and test paths.
 fn runs_tests(
     options: &Options,
+    name: &str,
     args: &[Word],
-    text: &str,
-    sink: &mut Sink,
-) -> Result<(), &'static str> {
-    let operands = scan(options, args, text, sink)?;
+    effects: &mut Effects,
+) -> Result<(), Why> {
+    let operands = scan(options, name, args, effects)?;
     outside(&operands, OUTSIDE_TESTS)
 }
 
-/// `git diff --no-index A B`: files outside the workspace are not the repository's.
-fn no_index(args: &[Word]) -> Result<(), &'static str> {
-    let operands: Vec<&Word> = args.iter().filter(|w| !w.text.starts_with('-')).collect();
-    outside(&operands, NO_INDEX_OUTSIDE)
-}
-
-fn outside(operands: &[&Word], why: &'static str) -> Result<(), &'static str> {
+pub(super) fn outside(operands: &[&Word], why: &'static str) -> Result<(), Why> {
     match operands
         .iter()
         .any(|w| w.text != "--" && leaves_workspace(&w.text))
     {
-        true => Err(why),
+        true => Err(why.into()),
         false => Ok(()),
     }
 }
@@ -432,13 +296,9 @@ fn leaves_workspace(path: &str) -> bool {
 mod tests {
     use super::*;
 
-    fn vetted(line: &str) -> Option<&'static str> {
+    fn vetted(line: &str) -> Option<Why> {
         let words: Vec<Word> = line.split(' ').map(Word::literal).collect();
-        let mut sink = Sink::default();
-        match judge(&words[0].text.clone(), &words, line, &mut sink) {
-            Some(Restriction::Unvetted(why)) => Some(why),
-            _ => None,
-        }
+        judge(&words[0].text, &words[1..], &mut Effects::default()).err()
     }
 
     #[test]
