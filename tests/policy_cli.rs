@@ -209,11 +209,11 @@ fn policy_test_passes_the_presets_and_reports_every_failure_of_a_file() {
     assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
     let out = stdout(&o);
     assert!(
-        out.contains("headless-safe-sandbox (preset): 15 passed\n"),
+        out.contains("headless-safe-sandbox (preset): 22 passed\n"),
         "{out}"
     );
     assert!(
-        out.ends_with("4 profiles: 57 tests passed, 0 failed; lint warnings: 0\n"),
+        out.ends_with("4 profiles: 64 tests passed, 0 failed; lint warnings: 0\n"),
         "{out}"
     );
 

@@ -158,6 +158,7 @@ impl From<&PolicyProfile> for pb::PolicyProfile {
             secrets: p.secrets.clone(),
             protected: p.protected.clone(),
             writable: p.writable.clone(),
+            trusted_tools: p.trusted_tools.clone(),
             sandbox: Some(pb::SandboxSettings {
                 required: p.sandbox.required,
                 egress: p.sandbox.egress.clone(),
@@ -215,6 +216,7 @@ impl TryFrom<pb::PolicyProfile> for PolicyProfile {
             secrets: p.secrets,
             protected: p.protected,
             writable: p.writable,
+            trusted_tools: p.trusted_tools,
             sandbox: p
                 .sandbox
                 .map(|s| SandboxSettings {

@@ -9,6 +9,8 @@ use super::network::Finding;
 use super::path::{locate, within, WorkspacePath};
 use super::protected::protected_write;
 use super::shell::{Part, Restriction};
+use super::table::trusted_form;
+use super::words::Word;
 use crate::domain::Decision;
 use crate::policy::profile::compile::{
     CallFacts, CommandArg, CompiledProfile, PathArg, Subject, Tri,
@@ -70,6 +72,8 @@ pub(super) struct Judgement {
     passed_over: Option<usize>,
     /// Where a symlink on this machine takes the write, when that decided.
     note: Option<String>,
+    /// The trusted tool whose form the command is, when that decided.
+    trusted: Option<&'static str>,
 }
 
 impl CompiledProfile {
@@ -100,7 +104,10 @@ impl CompiledProfile {
                     Finding::Refused(_) => None,
                 };
                 let caveat = caveat.or_else(network).or(outside);
-                self.judge(&subject, caveat)
+                match self.trusted_tool(words) {
+                    Some(tool) => Self::judge_trusted(caveat, tool),
+                    None => self.judge(&subject, caveat),
+                }
             }
             Part::Indeterminate { why, .. } => {
                 let subject = Subject {
@@ -266,6 +273,7 @@ impl CompiledProfile {
                 caveat,
                 passed_over,
                 note: None,
+                trusted: None,
             };
         }
         let mut decision = self.profile.mode.unmatched_decision();
@@ -278,11 +286,38 @@ impl CompiledProfile {
             caveat,
             passed_over,
             note: None,
+            trusted: None,
         }
+    }
+
+    /// A form of a trusted tool, judged before the rules: allowed when nothing keeps allow
+    /// rules from applying (every option vetted, no variables set), asked otherwise.
+    fn judge_trusted(caveat: Option<Caveat>, tool: &'static str) -> Judgement {
+        Judgement {
+            decision: match caveat {
+                None => Decision::Allow,
+                Some(_) => Decision::Ask,
+            },
+            rule: None,
+            caveat,
+            passed_over: None,
+            note: None,
+            trusted: Some(tool),
+        }
+    }
+
+    /// The trusted tool of the profile whose form `words` is, if any.
+    fn trusted_tool(&self, words: &[Word]) -> Option<&'static str> {
+        let trusted = &self.profile.trusted_tools;
+        if trusted.is_empty() {
+            return None;
+        }
+        trusted_form(words).filter(|tool| trusted.iter().any(|t| t == tool))
     }
 
     pub(super) fn verdict(&self, j: Judgement, what: &str, part: Option<String>) -> Verdict {
         let reason = match (&j.rule, &j.caveat) {
+            _ if j.trusted.is_some() => trusted_reason(j.trusted.unwrap_or_default(), what, &j),
             (Some((i, matched)), caveat) => {
                 let how = if *matched == Tri::Maybe {
                     "may match"
@@ -331,6 +366,17 @@ impl CompiledProfile {
             rule_index: j.rule.map(|(i, _)| i),
             part,
         }
+    }
+}
+
+/// Why a form of a trusted tool got its decision.
+fn trusted_reason(tool: &str, what: &str, j: &Judgement) -> String {
+    match &j.caveat {
+        None => format!(
+            "{what} is a form of {tool}, a trusted tool, with every option vetted by the \
+             option table (trusted_tools)"
+        ),
+        Some(c) => format!("{what} is a form of {tool}, a trusted tool, but {c}; so ask"),
     }
 }
 

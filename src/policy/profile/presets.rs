@@ -45,6 +45,9 @@ pub const PRESET_SECRETS: [&str; 24] = [
     "**/id_rsa*",
 ];
 
+/// The build and test tools headless-safe-sandbox trusts.
+const SAFE_TRUSTED_TOOLS: [&str; 6] = ["git", "cargo", "go", "npm", "pytest", "make"];
+
 /// The built-in profiles, from the most restrictive to the most trusting.
 pub fn presets() -> Vec<PolicyProfile> {
     vec![
@@ -215,6 +218,7 @@ fn plan_readonly() -> PolicyProfile {
         secrets,
         protected: Vec::new(),
         writable: Vec::new(),
+        trusted_tools: Vec::new(),
         network,
         sandbox,
         tests: vec![
@@ -249,20 +253,6 @@ fn headless_safe_sandbox() -> PolicyProfile {
         path_deny: strings(&[".env", "**/.env", "secrets/**", "**/credentials.*"]),
         ..rule("Edit", Allow)
     });
-    rules.push(PermissionRule {
-        command_allow: strings(&[
-            "git status",
-            "git diff",
-            "git log",
-            "go test",
-            "cargo test",
-            "python -m pytest",
-            "npm test",
-            "make test",
-            "make lint",
-        ]),
-        ..rule("Bash", Allow)
-    });
     rules.push(rule("Bash", Deny));
     let Contained {
         secrets,
@@ -272,8 +262,9 @@ fn headless_safe_sandbox() -> PolicyProfile {
     PolicyProfile {
         name: DEFAULT_PROFILE.into(),
         description: "Unattended run in a sandbox, no network: reads and edits (not secrets, \
-                      not .git or the agents' settings), a fixed set of test and git commands; \
-                      everything else asks or is denied."
+                      not .git or the agents' settings), and the test, build and git commands \
+                      of its trusted tools with the options the option table vets (others \
+                      ask); every other command is denied."
             .into(),
         mode: PolicyMode::Default,
         rules,
@@ -287,6 +278,7 @@ fn headless_safe_sandbox() -> PolicyProfile {
         secrets,
         protected: Vec::new(),
         writable: Vec::new(),
+        trusted_tools: strings(&SAFE_TRUSTED_TOOLS),
         network,
         sandbox,
         tests: vec![
@@ -305,7 +297,34 @@ fn headless_safe_sandbox() -> PolicyProfile {
                 Deny,
                 None,
             ),
-            bash("git status is allowed", "git status", Allow, Some(4)),
+            bash("git status is allowed", "git status", Allow, None),
+            bash(
+                "cargo test with everyday options is allowed",
+                "cargo test --release -p core -- --nocapture",
+                Allow,
+                None,
+            ),
+            bash("make with V=1 is allowed", "make test V=1", Allow, None),
+            bash(
+                "an option that loads code asks",
+                "cargo --config build.rustc-wrapper=./x test",
+                Ask,
+                None,
+            ),
+            bash(
+                "a variable naming a program asks",
+                "make SHELL=./x test",
+                Ask,
+                None,
+            ),
+            bash(
+                "an environment prefix asks",
+                "RUSTFLAGS=-Cx cargo test",
+                Ask,
+                None,
+            ),
+            bash("git's external diff asks", "git diff --ext-diff", Ask, None),
+            bash("other commands are denied", "python3 x.py", Deny, Some(4)),
             bash(
                 "installing packages is denied: no network",
                 "npm install left-pad",
@@ -316,7 +335,7 @@ fn headless_safe_sandbox() -> PolicyProfile {
                 "rm after git status is denied",
                 "git status && rm -rf /",
                 Deny,
-                Some(5),
+                Some(4),
             ),
             bash(
                 "an allowed command's write asks",
@@ -359,6 +378,7 @@ fn headless_permissive_sandbox() -> PolicyProfile {
         secrets,
         protected: Vec::new(),
         writable: Vec::new(),
+        trusted_tools: Vec::new(),
         network,
         sandbox,
         tests: vec![
@@ -451,6 +471,7 @@ fn trusted_mount_autonomous() -> PolicyProfile {
         secrets,
         protected: Vec::new(),
         writable: Vec::new(),
+        trusted_tools: Vec::new(),
         network,
         sandbox,
         tests: vec![

@@ -10,6 +10,7 @@ use super::containment::{validate_containment, validate_places, Network, Sandbox
 use super::error::PolicyError;
 use super::globs::{command_glob, domain_glob, path_glob};
 use crate::domain::Decision;
+use crate::policy::judge::table::TRUSTED_TOOLS;
 
 /// What a call that no rule matches gets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -232,6 +233,11 @@ pub struct PolicyProfile {
     /// there by the rules instead of as outside the workspace.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub writable: Vec<String>,
+    /// Build and test tools whose everyday forms are judged before the rules: allowed when
+    /// the option table vets every option, asked when any other option, environment prefix
+    /// or variable is given.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub trusted_tools: Vec<String>,
     /// What commands and the agent may connect to: `"none"` or a list of `host:port`
     /// endpoints; the judge and the sandbox's egress proxy both hold to it.
     #[serde(default, skip_serializing_if = "Network::is_unstated")]
@@ -254,8 +260,30 @@ impl PolicyProfile {
         validate_termination(&self.termination)?;
         validate_containment(&self.secrets, &self.network, &self.sandbox)?;
         validate_places(&self.protected, &self.writable)?;
+        validate_trusted_tools(&self.trusted_tools)?;
         validate_tests(&self.tests, self.rules.len())
     }
+}
+
+fn validate_trusted_tools(tools: &[String]) -> Result<(), PolicyError> {
+    for (i, tool) in tools.iter().enumerate() {
+        if !TRUSTED_TOOLS.contains(&tool.as_str()) {
+            return Err(PolicyError::new(
+                format!("trusted_tools[{i}]"),
+                format!(
+                    "{tool:?} is not a tool the option table vets (one of: {})",
+                    TRUSTED_TOOLS.join(", ")
+                ),
+            ));
+        }
+        if tools[..i].contains(tool) {
+            return Err(PolicyError::new(
+                format!("trusted_tools[{i}]"),
+                format!("{tool:?} is named twice"),
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn validate_name(name: &str) -> Result<(), PolicyError> {

@@ -201,6 +201,32 @@ fn subcommand(name: &str) -> Option<&'static Options> {
         .map(|(_, options)| *options)
 }
 
+/// The subcommand of `git ARGS` judged here, if it is one: the first word after the
+/// global options and their values (refused options included, so that `git -p log` is
+/// a form of log whose option is refused).
+pub(super) fn subcommand_of(args: &[Word]) -> Option<&'static str> {
+    let mut i = 0;
+    let name = loop {
+        let word = args.get(i)?.exact()?;
+        if !word.starts_with('-') {
+            break word;
+        }
+        let separate_value = matches!(word, "-C" | "-c")
+            || [GLOBAL.values, GLOBAL.chdir, "config-env"]
+                .iter()
+                .any(|list| {
+                    list.split_ascii_whitespace()
+                        .any(|n| word == format!("--{n}"))
+                });
+        i += if separate_value { 2 } else { 1 };
+    };
+    SUBCOMMANDS
+        .iter()
+        .flat_map(|(names, _)| names.iter())
+        .find(|n| **n == name)
+        .copied()
+}
+
 /// Why a git command line is not allowed, if it is not.
 pub(super) fn judge(args: &[Word], effects: &mut Effects) -> Result<(), Why> {
     let rest = scan(&GLOBAL, "git", args, effects)?;

@@ -401,3 +401,41 @@ fn unknown(options: &Options, name: &str, arg: &str) -> Why {
         (why, _) => why.into(),
     }
 }
+
+/// The tools a profile may name in `trusted_tools`.
+pub(crate) const TRUSTED_TOOLS: &[&str] = &[
+    "git", "cargo", "go", "npm", "pnpm", "yarn", "pytest", "make",
+];
+
+/// The trusted tool whose vetted forms the command line `words` (the name first) is one
+/// of, if any: git's status, diff, log, show, blame, ls-files and rev-parse; cargo's test,
+/// build and check; go test; npm, pnpm and yarn's test; pytest (also `python -m pytest`);
+/// make with any goal. Whether its options are vetted is the command's restriction.
+pub(crate) fn trusted_form(words: &[Word]) -> Option<&'static str> {
+    let name = words.first()?.exact()?;
+    let args = &words[1..];
+    let first = || {
+        args.iter()
+            .find(|w| !w.text.starts_with('-'))
+            .and_then(Word::exact)
+    };
+    let tool = match name {
+        "git" => git::subcommand_of(args).map(|_| "git")?,
+        "cargo" => {
+            let sub = args.get(runners::cargo_subcommand_at(args)?)?.exact()?;
+            matches!(sub, "test" | "t" | "build" | "b" | "check" | "c").then_some("cargo")?
+        }
+        "go" => (first()? == "test").then_some("go")?,
+        "npm" | "pnpm" | "yarn" => runners::js_test(args).map(|_| name)?,
+        "pytest" | "py.test" => "pytest",
+        "make" | "gmake" => "make",
+        _ if name.starts_with("python")
+            && args.first().and_then(Word::exact) == Some("-m")
+            && args.get(1).and_then(Word::exact) == Some("pytest") =>
+        {
+            "pytest"
+        }
+        _ => return None,
+    };
+    TRUSTED_TOOLS.iter().copied().find(|t| *t == tool)
+}

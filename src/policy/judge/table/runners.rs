@@ -209,27 +209,32 @@ fn go_test(args: &[Word], effects: &mut Effects) -> Result<(), Why> {
 }
 
 /// `cargo [+toolchain] [global options] SUBCOMMAND …`; `cargo test [options] [-- harness
-/// options]` in full.
+/// options]`, `cargo build` and `cargo check` (the same build options) in full.
 fn cargo(args: &[Word], effects: &mut Effects) -> Result<(), Why> {
     if args.first().is_some_and(|w| w.text.starts_with('+')) {
         return Err(CARGO_TOOLCHAIN.into());
     }
-    let subcommand = args.iter().position(|w| !w.text.starts_with('-'));
+    let subcommand = cargo_subcommand_at(args);
     let global = &args[..subcommand.unwrap_or(args.len())];
     scan(&CARGO_GLOBAL, "cargo", global, effects)?;
     let Some(at) = subcommand else {
         return Ok(());
     };
-    if !matches!(args[at].exact(), Some("test" | "t")) {
-        return Ok(());
-    }
+    let test = match args[at].exact() {
+        Some("test" | "t") => true,
+        Some("build" | "b" | "check" | "c") => false,
+        _ => return Ok(()),
+    };
     let rest = &args[at + 1..];
     let end = rest.iter().position(|w| w.exact() == Some("--"));
     let (own, harness) = match end {
         Some(end) => (&rest[..end], &rest[end + 1..]),
         None => (rest, &[][..]),
     };
-    scan(&CARGO_TEST, "cargo test", own, effects)?;
+    if !test && end.is_some() {
+        return Err("it gives cargo build or check words after --, which go to no harness".into());
+    }
+    scan(&CARGO_TEST, "cargo", own, effects)?;
     scan(&LIBTEST, "the test harness", harness, effects)?;
     let manifest =
         own.iter()
@@ -249,17 +254,40 @@ fn cargo(args: &[Word], effects: &mut Effects) -> Result<(), Why> {
 /// go to the test script's command, usually a test runner on node. Other scripts are the
 /// workspace's own, judged by their command line like any program.
 fn js(args: &[Word], effects: &mut Effects) -> Result<(), Why> {
-    let Some(at) = args.iter().position(|w| !w.text.starts_with('-')) else {
+    let Some((at, script_args)) = js_test(args) else {
         return Ok(());
-    };
-    let run = matches!(args[at].exact(), Some("run" | "run-script"));
-    let script_args = match (args[at].exact(), args.get(at + 1).and_then(Word::exact)) {
-        (Some("test" | "t" | "tst"), _) => &args[at + 1..],
-        (_, Some("test")) if run => &args[at + 2..],
-        _ => return Ok(()),
     };
     scan(&JS_TEST, "npm", &args[..at], effects)?;
     scan(&JS_TEST, "npm test", script_args, effects).map(|_| ())
+}
+
+/// Where the subcommand of `cargo ARGS` is: the first word that is neither a global
+/// option nor the value of one, nor a toolchain (`cargo --color never test`, `cargo
+/// --config x test`, `cargo +nightly test`).
+pub(super) fn cargo_subcommand_at(args: &[Word]) -> Option<usize> {
+    let mut i = 0;
+    while let Some(word) = args.get(i) {
+        let text = word.text.as_str();
+        let toolchain = i == 0 && text.starts_with('+');
+        if !text.starts_with('-') && !toolchain {
+            return Some(i);
+        }
+        let takes_next = matches!(text, "--color" | "--config" | "-Z" | "-C");
+        i += if takes_next { 2 } else { 1 };
+    }
+    None
+}
+
+/// Where `npm|pnpm|yarn ARGS` names its test script (`test`, `t`, `run test`), and the
+/// words given to it; `None` for other scripts.
+pub(super) fn js_test(args: &[Word]) -> Option<(usize, &[Word])> {
+    let at = args.iter().position(|w| !w.text.starts_with('-'))?;
+    let run = matches!(args[at].exact(), Some("run" | "run-script"));
+    match (args[at].exact(), args.get(at + 1).and_then(Word::exact)) {
+        (Some("test" | "t" | "tst"), _) => Some((at, &args[at + 1..])),
+        (_, Some("test")) if run => Some((at, &args[at + 2..])),
+        _ => None,
+    }
 }
 
 /// pytest's options and test paths.
