@@ -30,7 +30,7 @@ fn check_prints_json_and_exits_zero_whatever_the_decision() {
     assert_eq!(o.status.code(), Some(0));
     let v: serde_json::Value = serde_json::from_str(&stdout(&o)).expect("json");
     assert_eq!(v["decision"], "deny");
-    assert_eq!(v["rule_index"], 5);
+    assert_eq!(v["rule_index"], 4);
     assert_eq!(v["part"], "rm -rf src");
     assert!(v["reason"]
         .as_str()

@@ -33,6 +33,9 @@ fn decide(profile: &str, command: &str, root: &str) -> Verdict {
 enum Why {
     /// `rules[N] (Bash deny) matches "<part>"`, then `; <caveat>` unless it is empty.
     Rule(usize, &'static str),
+    /// A form of a trusted tool that asks: `"<part>" is a form of <tool>, a trusted tool,
+    /// but <caveat>; so ask`.
+    Trusted(&'static str, &'static str),
     /// No rule matches the write, the mode asks: `no rule matches the write "<part>"
     /// (judged as Write); <caveat>; mode default gives ask`.
     WriteAsked(&'static str),
@@ -45,7 +48,7 @@ enum Why {
     Offline(&'static str),
 }
 
-use Why::{Offline, Passed, Rule, Secret, WriteAsked};
+use Why::{Offline, Passed, Rule, Secret, Trusted, WriteAsked};
 
 impl Why {
     fn reason(self, part: &str) -> String {
@@ -57,6 +60,9 @@ impl Why {
                 "{command} connects to the network ({program}), and the profile's network is \"none\""
             ),
             Rule(i, caveat) => format!("rules[{i}] (Bash deny) matches {command}; {caveat}"),
+            Trusted(tool, caveat) => {
+                format!("{command} is a form of {tool}, a trusted tool, but {caveat}; so ask")
+            }
             WriteAsked(caveat) => {
                 format!("no rule matches {write}; {caveat}; mode default gives ask")
             }
@@ -96,7 +102,7 @@ const THROUGH_E: &str = "it writes through e, where the line itself makes a link
 const HOLES: &[(&str, &str, &str, Decision, Why)] = &[
     // wrap
     (TM, "eval -- 'rm -rf ~'", "rm -rf ~", Ask, Passed(6, true, UNKNOWN_TARGET)),
-    (HS, "eval -- 'rm -rf ~'", "eval -- rm -rf ~", Deny, Rule(5, "")),
+    (HS, "eval -- 'rm -rf ~'", "eval -- rm -rf ~", Deny, Rule(4, "")),
     (HP, "eval -- 'curl x'", "curl x", Deny, Offline("curl")),
     (HP, "builtin -- eval 'curl x'", "curl x", Deny, Offline("curl")),
     (HP, "command -- curl x", "curl x", Deny, Offline("curl")),
@@ -111,60 +117,60 @@ const HOLES: &[(&str, &str, &str, Decision, Why)] = &[
     (HP, "trap -- 'curl x' EXIT", "curl x", Deny, Offline("curl")),
     (HP, "bash -c -- 'curl x'", "curl x", Deny, Offline("curl")),
     // make
-    (HS, "make test -f /tmp/x", "", Deny, Rule(5, MAKE_OPTION)),
-    (HS, "make test --file=/tmp/x", "", Deny, Rule(5, MAKE_OPTION)),
-    (HS, "make test --makefile /tmp/x", "", Deny, Rule(5, MAKE_OPTION)),
-    (HS, "make test --eval='x:;curl x'", "make test --eval=x:;curl x", Deny, Rule(5, MAKE_OPTION)),
-    (HS, "make -E 'x:;curl x' test", "make -E x:;curl x test", Deny, Rule(5, MAKE_OPTION)),
-    (HS, "make -C /tmp test", "", Deny, Rule(5, MAKE_OPTION)),
-    (HS, "make test --directory=/tmp", "", Deny, Rule(5, MAKE_OPTION)),
-    (HS, "make test -I /tmp", "", Deny, Rule(5, MAKE_OPTION)),
-    (HS, "make test --include-dir=/tmp", "", Deny, Rule(5, MAKE_OPTION)),
-    (HS, "make test SHELL=/tmp/x", "", Deny, Rule(5, MAKE_VARIABLE)),
-    (HS, "make test MAKE=/tmp/x", "", Deny, Rule(5, MAKE_VARIABLE)),
-    (HS, "make test CC=/tmp/x", "", Deny, Rule(5, MAKE_VARIABLE)),
-    (HS, "make test -f <(echo x)", "echo x", Deny, Rule(5, "")),
-    (HS, "make test $T", "", Deny, Rule(5, DYNAMIC)),
+    (HS, "make test -f /tmp/x", "", Ask, Trusted("make", MAKE_OPTION)),
+    (HS, "make test --file=/tmp/x", "", Ask, Trusted("make", MAKE_OPTION)),
+    (HS, "make test --makefile /tmp/x", "", Ask, Trusted("make", MAKE_OPTION)),
+    (HS, "make test --eval='x:;curl x'", "make test --eval=x:;curl x", Ask, Trusted("make", MAKE_OPTION)),
+    (HS, "make -E 'x:;curl x' test", "make -E x:;curl x test", Ask, Trusted("make", MAKE_OPTION)),
+    (HS, "make -C /tmp test", "", Ask, Trusted("make", MAKE_OPTION)),
+    (HS, "make test --directory=/tmp", "", Ask, Trusted("make", MAKE_OPTION)),
+    (HS, "make test -I /tmp", "", Ask, Trusted("make", MAKE_OPTION)),
+    (HS, "make test --include-dir=/tmp", "", Ask, Trusted("make", MAKE_OPTION)),
+    (HS, "make test SHELL=/tmp/x", "", Ask, Trusted("make", MAKE_VARIABLE)),
+    (HS, "make test MAKE=/tmp/x", "", Ask, Trusted("make", MAKE_VARIABLE)),
+    (HS, "make test CC=/tmp/x", "", Ask, Trusted("make", MAKE_VARIABLE)),
+    (HS, "make test -f <(echo x)", "echo x", Deny, Rule(4, "")),
+    (HS, "make test $T", "", Ask, Trusted("make", DYNAMIC)),
     // go
-    (HS, "go test -exec /tmp/x ./...", "", Deny, Rule(5, GO_RUNS)),
-    (HS, "go test -toolexec=/tmp/x ./...", "", Deny, Rule(5, GO_RUNS)),
+    (HS, "go test -exec /tmp/x ./...", "", Ask, Trusted("go", GO_RUNS)),
+    (HS, "go test -toolexec=/tmp/x ./...", "", Ask, Trusted("go", GO_RUNS)),
     (HS, "go test -o /tmp/x ./pkg", "", Ask, WriteAsked("the path /tmp/x is outside the workspace")),
     (HS, "go test -c ./pkg", "", Ask, WriteAsked(UNKNOWN_TARGET)),
-    (HS, "go test -C /tmp ./...", "", Deny, Rule(5, GO_OPTION)),
-    (HS, "go test -modfile=/tmp/go.mod ./...", "", Deny, Rule(5, GO_OPTION)),
-    (HS, "go test -overlay /tmp/o.json ./...", "", Deny, Rule(5, GO_OPTION)),
-    (HS, "go test -pgo=/tmp/p ./...", "", Deny, Rule(5, GO_OPTION)),
-    (HS, "go test /tmp/evil/...", "", Deny, Rule(5, TESTS_OUTSIDE)),
+    (HS, "go test -C /tmp ./...", "", Ask, Trusted("go", GO_OPTION)),
+    (HS, "go test -modfile=/tmp/go.mod ./...", "", Ask, Trusted("go", GO_OPTION)),
+    (HS, "go test -overlay /tmp/o.json ./...", "", Ask, Trusted("go", GO_OPTION)),
+    (HS, "go test -pgo=/tmp/p ./...", "", Ask, Trusted("go", GO_OPTION)),
+    (HS, "go test /tmp/evil/...", "", Ask, Trusted("go", TESTS_OUTSIDE)),
     // cargo
-    (HS, r#"cargo test --config 'target.x86_64-unknown-linux-gnu.runner="sh"'"#, r#"cargo test --config target.x86_64-unknown-linux-gnu.runner="sh""#, Deny, Rule(5, CARGO_CONFIG)),
-    (HS, "cargo test --config /tmp/c.toml", "", Deny, Rule(5, CARGO_CONFIG)),
-    (HS, "cargo test -Zbuild-std", "", Deny, Rule(5, CARGO_Z)),
-    (HS, "cargo test --manifest-path /tmp/x/Cargo.toml", "", Deny, Rule(5, CARGO_MANIFEST)),
-    (HS, "cargo test --manifest-path=../x/Cargo.toml", "", Deny, Rule(5, CARGO_MANIFEST)),
-    (HS, "cargo -C /tmp test", "", Deny, Rule(5, CARGO_DIR)),
+    (HS, r#"cargo test --config 'target.x86_64-unknown-linux-gnu.runner="sh"'"#, r#"cargo test --config target.x86_64-unknown-linux-gnu.runner="sh""#, Ask, Trusted("cargo", CARGO_CONFIG)),
+    (HS, "cargo test --config /tmp/c.toml", "", Ask, Trusted("cargo", CARGO_CONFIG)),
+    (HS, "cargo test -Zbuild-std", "", Ask, Trusted("cargo", CARGO_Z)),
+    (HS, "cargo test --manifest-path /tmp/x/Cargo.toml", "", Ask, Trusted("cargo", CARGO_MANIFEST)),
+    (HS, "cargo test --manifest-path=../x/Cargo.toml", "", Ask, Trusted("cargo", CARGO_MANIFEST)),
+    (HS, "cargo -C /tmp test", "", Ask, Trusted("cargo", CARGO_DIR)),
     (HS, "cargo test --target-dir /tmp/t", "", Ask, WriteAsked("the path /tmp/t is outside the workspace")),
-    (HS, "cargo +nightly test", "", Deny, Rule(5, CARGO_TOOLCHAIN)),
+    (HS, "cargo +nightly test", "", Ask, Trusted("cargo", CARGO_TOOLCHAIN)),
     (HS, "cargo test -- --logfile /tmp/x", "", Ask, WriteAsked("the path /tmp/x is outside the workspace")),
     // js
-    (HS, "npm test -- --require /tmp/x.js", "", Deny, Rule(5, LOADS_CODE)),
-    (HS, "npm test -- -r /tmp/x.js", "", Deny, Rule(5, LOADS_CODE)),
-    (HS, "npm test -- --import=/tmp/x.mjs", "", Deny, Rule(5, LOADS_CODE)),
-    (HS, "npm test -- --loader /tmp/x.mjs", "", Deny, Rule(5, LOADS_CODE)),
-    (HS, "npm test -- --experimental-loader=/tmp/x.mjs", "", Deny, Rule(5, LOADS_CODE)),
-    (HS, r#"npm test -- --eval 'require("child_process")'"#, r#"npm test -- --eval require("child_process")"#, Deny, Rule(5, LOADS_CODE)),
-    (HS, "npm test -- -e x", "", Deny, Rule(5, LOADS_CODE)),
-    (HS, "npm test -- -p x", "", Deny, Rule(5, LOADS_CODE)),
-    (HS, "npm test --script-shell=/tmp/x", "", Deny, Rule(5, LOADS_CODE)),
-    (HS, "NODE_OPTIONS=--require=/tmp/x.js npm test", "", Deny, Rule(5, ASSIGNS)),
+    (HS, "npm test -- --require /tmp/x.js", "", Ask, Trusted("npm", LOADS_CODE)),
+    (HS, "npm test -- -r /tmp/x.js", "", Ask, Trusted("npm", LOADS_CODE)),
+    (HS, "npm test -- --import=/tmp/x.mjs", "", Ask, Trusted("npm", LOADS_CODE)),
+    (HS, "npm test -- --loader /tmp/x.mjs", "", Ask, Trusted("npm", LOADS_CODE)),
+    (HS, "npm test -- --experimental-loader=/tmp/x.mjs", "", Ask, Trusted("npm", LOADS_CODE)),
+    (HS, r#"npm test -- --eval 'require("child_process")'"#, r#"npm test -- --eval require("child_process")"#, Ask, Trusted("npm", LOADS_CODE)),
+    (HS, "npm test -- -e x", "", Ask, Trusted("npm", LOADS_CODE)),
+    (HS, "npm test -- -p x", "", Ask, Trusted("npm", LOADS_CODE)),
+    (HS, "npm test --script-shell=/tmp/x", "", Ask, Trusted("npm", LOADS_CODE)),
+    (HS, "NODE_OPTIONS=--require=/tmp/x.js npm test", "", Ask, Trusted("npm", ASSIGNS)),
     (TM, "pnpm test -- --require /tmp/x.js", "", Ask, Passed(7, false, LOADS_CODE)),
     (TM, "yarn test --require /tmp/x.js", "", Ask, Passed(7, false, LOADS_CODE)),
     // pytest
-    (HS, "python -m pytest -p evil", "", Deny, Rule(5, PYTEST_LOADS)),
-    (HS, "python -m pytest -o addopts=-pevil", "", Deny, Rule(5, PYTEST_LOADS)),
-    (HS, "python -m pytest --rootdir=/tmp", "", Deny, Rule(5, PYTEST_LOADS)),
+    (HS, "python -m pytest -p evil", "", Ask, Trusted("pytest", PYTEST_LOADS)),
+    (HS, "python -m pytest -o addopts=-pevil", "", Ask, Trusted("pytest", PYTEST_LOADS)),
+    (HS, "python -m pytest --rootdir=/tmp", "", Ask, Trusted("pytest", PYTEST_LOADS)),
     // args
     (HS, "git diff --no-index /root/.ssh/id_rsa /dev/null", "", Deny, Secret(false, r#""/root/.ssh/id_rsa" matches secrets "~/.ssh/**" (under the home directory /root)"#)),
-    (HS, "git diff --no-index /etc/passwd /dev/null", "", Deny, Rule(5, NO_INDEX)),
+    (HS, "git diff --no-index /etc/passwd /dev/null", "", Ask, Trusted("git", NO_INDEX)),
     (HS, "git diff --output=/tmp/x", "", Ask, WriteAsked("the path /tmp/x is outside the workspace")),
     (HS, "git diff --output=.env", "", Deny, Secret(true, r#"".env" matches secrets ".env""#)),
     (HS, "git log -p --output=secrets/log", "", Deny, Secret(true, r#""secrets/log" matches secrets "secrets/**""#)),
@@ -231,7 +237,14 @@ const NEIGHBOURS: &[&str] = &[
 fn the_benign_neighbours_stay_allowed() {
     for line in NEIGHBOURS {
         let v = decide(HS, line, ROOT);
-        let want = format!("rules[4] (Bash allow) matches {line:?}");
+        let tool = match line.split(' ').next() {
+            Some("python") => "pytest",
+            first => first.unwrap_or_default(),
+        };
+        let want = format!(
+            "{line:?} is a form of {tool}, a trusted tool, with every option vetted by the \
+             option table (trusted_tools)"
+        );
         assert_eq!((v.decision, v.reason), (Allow, want), "{line}");
     }
     for line in [

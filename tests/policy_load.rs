@@ -127,7 +127,7 @@ fn unknown_fields_are_named() {
     assert_eq!(
         load_error(&[("x.toml", "name = \"x\"\nmodes = \"plan\"")]),
         "DIR/x.toml: modes: unknown field (expected one of name, description, mode, rules, \
-         quality_gate, termination, secrets, protected, writable, network, sandbox, tests)"
+         quality_gate, termination, secrets, protected, writable, trusted_tools, network, sandbox, tests)"
     );
     let spec =
         "[[rules]]\nspecifier = { tool = \"Bash\", pattern = \"x\" }\ndecision = \"allow\"\n";

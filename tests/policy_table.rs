@@ -28,8 +28,8 @@ const CASES: &[Case] = &[
     (HS, "Bash", "make test; curl x", "", "", "deny"),
     (HS, "Bash", "cargo test 2>/dev/null", "", "", "allow"),
     (HS, "Bash", "cargo test > log.txt", "", "", "ask"),
-    (HS, "Bash", "BAR=2 cargo test", "", "", "deny"),
-    (HS, "Bash", "./node_modules/.bin/npm test", "", "", "deny"),
+    (HS, "Bash", "BAR=2 cargo test", "", "", "ask"),
+    (HS, "Bash", "./node_modules/.bin/npm test", "", "", "ask"),
     (HS, "Edit", "", "./a/../.env", "", "deny"),
     (HS, "Edit", "", "lib/credentials.yaml", "", "deny"),
     // --- headless-safe-sandbox: first match, entries at word boundaries
@@ -69,7 +69,7 @@ const CASES: &[Case] = &[
     (HS, "Bash", "timeout 60 cargo test", "", "", "deny"),
     (HS, "Bash", "$CMD status", "", "", "deny"),
     (HS, "Bash", "cargo test ||", "", "", "deny"),
-    (HS, "Bash", "", "", "", "allow"),
+    (HS, "Bash", "", "", "", "deny"),
     // paths held to the workspace
     (HS, "Read", "", "/etc/passwd", "", "ask"),
     (HS, "Read", "", "/home/dev/repo/src/a.rs", WS, "allow"),
@@ -246,7 +246,7 @@ fn verdict_names_the_rule_and_the_part() {
     };
     let v = hs.evaluate(&call);
     assert_eq!(v.decision, Decision::Deny);
-    assert_eq!(v.rule_index, Some(5));
+    assert_eq!(v.rule_index, Some(4));
     assert_eq!(v.part.as_deref(), Some("rm -rf src"));
 
     // A command that connects is denied by the preset's network, before any rule.

@@ -316,8 +316,25 @@ impl CompiledProfile {
     }
 
     pub(super) fn verdict(&self, j: Judgement, what: &str, part: Option<String>) -> Verdict {
-        let reason = match (&j.rule, &j.caveat) {
-            _ if j.trusted.is_some() => trusted_reason(j.trusted.unwrap_or_default(), what, &j),
+        let reason = match j.trusted {
+            Some(tool) => trusted_reason(tool, what, &j),
+            None => self.rule_reason(&j, what),
+        };
+        let reason = match &j.note {
+            Some(note) => format!("{reason}; {note}"),
+            None => reason,
+        };
+        Verdict {
+            decision: j.decision,
+            reason,
+            rule_index: j.rule.map(|(i, _)| i),
+            part,
+        }
+    }
+
+    /// Why the rules (or the mode default) decided, in words.
+    fn rule_reason(&self, j: &Judgement, what: &str) -> String {
+        match (&j.rule, &j.caveat) {
             (Some((i, matched)), caveat) => {
                 let how = if *matched == Tri::Maybe {
                     "may match"
@@ -355,16 +372,6 @@ impl CompiledProfile {
                 let mode = self.profile.mode;
                 format!("no rule matches {what}; mode {mode} gives {}", j.decision)
             }
-        };
-        let reason = match &j.note {
-            Some(note) => format!("{reason}; {note}"),
-            None => reason,
-        };
-        Verdict {
-            decision: j.decision,
-            reason,
-            rule_index: j.rule.map(|(i, _)| i),
-            part,
         }
     }
 }

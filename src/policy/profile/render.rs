@@ -16,7 +16,11 @@ pub fn profile_to_toml(p: &PolicyProfile) -> String {
     if !p.secrets.is_empty() {
         let _ = writeln!(out, "secrets = {}", string_list(&p.secrets));
     }
-    for (key, list) in [("protected", &p.protected), ("writable", &p.writable)] {
+    for (key, list) in [
+        ("protected", &p.protected),
+        ("writable", &p.writable),
+        ("trusted_tools", &p.trusted_tools),
+    ] {
         if !list.is_empty() {
             let _ = writeln!(out, "{key} = {}", string_list(list));
         }
